@@ -1,0 +1,8 @@
+#include "ir/op_registry.h"
+#include "ir/ops/shape_helpers.h"
+
+namespace ottr::ir {
+
+void RegisterElementwiseOps(OpRegistry& r) {}
+
+}  // namespace ottr::ir

@@ -1,0 +1,112 @@
+// The CPU reference kernel interface. A kernel reads its node's attributes and input tensors and
+// produces every output the node has (outputs nobody reads may be skipped: see output_needed).
+// Kernels never write to their inputs.
+#ifndef OTTR_RUNTIME_CPU_KERNEL_H_
+#define OTTR_RUNTIME_CPU_KERNEL_H_
+
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ir/graph.h"
+#include "ir/tensor.h"
+
+namespace ottr::runtime::cpu {
+
+using ir::DType;
+using ir::Tensor;
+
+class KernelContext;
+using KernelFn = std::function<absl::Status(KernelContext&)>;
+
+// Runs a subgraph (Loop body) with the given inputs bound in order, resolving captures in the
+// enclosing scope; returns the subgraph outputs.
+using SubgraphRunner = std::function<absl::StatusOr<std::vector<Tensor>>(
+    const ir::Graph& body, const std::vector<Tensor>& inputs)>;
+
+class KernelContext {
+ public:
+  KernelContext(const ir::Node& node, std::vector<const Tensor*> inputs,
+                std::vector<Tensor>* outputs, std::mt19937_64* rng, SubgraphRunner subgraphs)
+      : node_(node), inputs_(std::move(inputs)), outputs_(outputs), rng_(rng),
+        subgraphs_(std::move(subgraphs)) {}
+
+  const ir::Node& node() const { return node_; }
+  int num_inputs() const { return static_cast<int>(inputs_.size()); }
+  bool has_input(int i) const { return i < num_inputs() && inputs_[i] != nullptr; }
+  // Requires has_input(i).
+  const Tensor& input(int i) const { return *inputs_[i]; }
+  int num_outputs() const { return static_cast<int>(outputs_->size()); }
+  // False when nothing reads output i; a kernel may then leave it unset.
+  bool output_needed(int i) const { return node_.output_used(i); }
+
+  // Allocates output i (zero-filled) and returns it for the kernel to fill.
+  Tensor& AllocateOutput(int i, DType dtype, std::vector<int64_t> dims);
+  // Sets output i to an existing tensor (e.g. a reshaped view of an input: no copy).
+  void SetOutput(int i, Tensor t) { (*outputs_)[i] = std::move(t); }
+
+  // Attribute accessors with the op's default.
+  int64_t attr_int(const std::string& name, int64_t def) const { return node_.GetInt(name, def); }
+  float attr_float(const std::string& name, float def) const { return node_.GetFloat(name, def); }
+  std::string attr_string(const std::string& name, const std::string& def) const {
+    return node_.GetString(name, def);
+  }
+  std::vector<int64_t> attr_ints(const std::string& name, std::vector<int64_t> def = {}) const {
+    return node_.GetInts(name, std::move(def));
+  }
+  std::vector<float> attr_floats(const std::string& name, std::vector<float> def = {}) const {
+    return node_.GetFloats(name, std::move(def));
+  }
+
+  // InvalidArgument naming the node: "node 'x' (Gemm): <msg>".
+  absl::Status Error(absl::string_view msg) const;
+  // Unimplemented naming the node, e.g. for an unsupported element type.
+  absl::Status Unsupported(absl::string_view msg) const;
+
+  // Random numbers for Dropout in training mode (seeded per executor).
+  std::mt19937_64& rng() { return *rng_; }
+  absl::StatusOr<std::vector<Tensor>> RunSubgraph(const ir::Graph& body,
+                                                  const std::vector<Tensor>& inputs) const {
+    return subgraphs_(body, inputs);
+  }
+
+ private:
+  const ir::Node& node_;
+  std::vector<const Tensor*> inputs_;
+  std::vector<Tensor>* outputs_;
+  std::mt19937_64* rng_;
+  SubgraphRunner subgraphs_;
+};
+
+class KernelRegistry {
+ public:
+  static const KernelRegistry& Global();
+  void Register(std::string domain, std::string op_type, KernelFn fn);
+  const KernelFn* Find(absl::string_view domain, absl::string_view op_type) const;
+  std::vector<std::pair<std::string, std::string>> Ops() const;  // (domain, op), sorted
+
+ private:
+  absl::flat_hash_map<std::string, KernelFn> kernels_;
+};
+
+// Registration entry points, one per runtime/cpu/*_kernels.cc file.
+void RegisterElementwiseKernels(KernelRegistry& r);
+void RegisterActivationKernels(KernelRegistry& r);
+void RegisterReductionKernels(KernelRegistry& r);
+void RegisterTensorKernels(KernelRegistry& r);
+void RegisterLinalgKernels(KernelRegistry& r);
+void RegisterConvPoolKernels(KernelRegistry& r);
+void RegisterNormalizationKernels(KernelRegistry& r);
+void RegisterLossKernels(KernelRegistry& r);
+void RegisterTrainingKernels(KernelRegistry& r);
+void RegisterControlFlowKernels(KernelRegistry& r);
+
+}  // namespace ottr::runtime::cpu
+
+#endif  // OTTR_RUNTIME_CPU_KERNEL_H_

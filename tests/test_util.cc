@@ -1,0 +1,58 @@
+#include "tests/test_util.h"
+
+#include "absl/strings/str_cat.h"
+#include "ir/op_registry.h"
+#include "ir/status.h"
+#include "runtime/cpu/cpu_executor.h"
+
+namespace ottr::testing {
+
+absl::StatusOr<std::vector<ir::Tensor>> RunSingleNode(
+    const std::string& op_type, const std::vector<ir::Tensor>& inputs,
+    const std::map<std::string, ir::Attribute>& attrs, int num_outputs, const std::string& domain,
+    int64_t opset) {
+  ir::Graph g("single_node");
+  g.set_opset_import(domain, opset > 0 ? opset : (domain.empty() ? ir::kMaxOnnxOpset : 1));
+  ir::NodeSpec spec{op_type, domain, {}, {}, attrs, "n0"};
+  runtime::TensorMap feeds;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) {
+      spec.inputs.push_back(nullptr);
+      continue;
+    }
+    const std::string name = absl::StrCat("in", i);
+    OTTR_ASSIGN_OR_RETURN(ir::Value * v, g.AddInput(name, inputs[i].type()));
+    spec.inputs.push_back(v);
+    feeds[name] = inputs[i];
+  }
+  for (int i = 0; i < num_outputs; ++i) spec.output_names.push_back(absl::StrCat("out", i));
+  OTTR_ASSIGN_OR_RETURN(ir::Node * n, g.AddNode(std::move(spec)));
+  for (int i = 0; i < num_outputs; ++i) g.AddOutput(n->output(i));
+  const ir::OpRegistry& registry = ir::OpRegistry::Global();
+  OTTR_RETURN_IF_ERROR(registry.CheckNode(*n, g.opset(domain)));
+  OTTR_RETURN_IF_ERROR(ir::InferGraphShapes(registry, g));
+  OTTR_ASSIGN_OR_RETURN(auto exec, runtime::cpu::CpuExecutor::Create(g));
+  return exec->Run(feeds);
+}
+
+ir::Tensor RandomFloat(std::vector<int64_t> dims, uint64_t seed, float lo, float hi) {
+  ir::Tensor t(ir::DType::kFloat32, std::move(dims));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  for (float& x : t.span<float>()) x = dist(rng);
+  return t;
+}
+
+ir::Tensor RandomInt64(std::vector<int64_t> dims, uint64_t seed, int64_t lo, int64_t hi) {
+  ir::Tensor t(ir::DType::kInt64, std::move(dims));
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> dist(lo, hi);
+  for (int64_t& x : t.span<int64_t>()) x = dist(rng);
+  return t;
+}
+
+std::string SourcePath(const std::string& relative) {
+  return absl::StrCat(OTTR_SOURCE_DIR, "/", relative);
+}
+
+}  // namespace ottr::testing

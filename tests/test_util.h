@@ -1,0 +1,34 @@
+// Helpers for tests: single-node graphs run on the CPU reference, random tensors.
+#ifndef OTTR_TESTS_TEST_UTIL_H_
+#define OTTR_TESTS_TEST_UTIL_H_
+
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/graph.h"
+#include "ir/tensor.h"
+
+namespace ottr::testing {
+
+// Builds a graph with one node `op_type` whose inputs are graph inputs typed like `inputs`
+// (a default-constructed Tensor = omitted optional input), runs shape inference, and runs it on
+// the CPU reference. Returns the node's outputs.
+absl::StatusOr<std::vector<ir::Tensor>> RunSingleNode(
+    const std::string& op_type, const std::vector<ir::Tensor>& inputs,
+    const std::map<std::string, ir::Attribute>& attrs = {}, int num_outputs = 1,
+    const std::string& domain = "", int64_t opset = 0);  // 0: the newest opset ottr knows
+
+// Uniform random floats in [lo, hi) (never all zeros), deterministic for a seed.
+ir::Tensor RandomFloat(std::vector<int64_t> dims, uint64_t seed, float lo = -1.0f, float hi = 1.0f);
+// Uniform random integers in [lo, hi].
+ir::Tensor RandomInt64(std::vector<int64_t> dims, uint64_t seed, int64_t lo, int64_t hi);
+
+// Path of a file in the source tree (OTTR_SOURCE_DIR).
+std::string SourcePath(const std::string& relative);
+
+}  // namespace ottr::testing
+
+#endif  // OTTR_TESTS_TEST_UTIL_H_

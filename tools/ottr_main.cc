@@ -1,0 +1,45 @@
+// ottr: the ONNX training runtime's command-line program. See README.md for the commands.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "tools/cli_common.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: ottr <command> [args]\n"
+    "commands:\n"
+    "  inspect MODEL                      opsets, inputs/outputs, parameters, op histogram\n"
+    "  run MODEL --inputs DIR [--outputs DIR] [--device cpu]\n"
+    "                                     inference on ONNX TensorProto files\n"
+    "  test-data DIR... [--expected-failures FILE] [--rtol R] [--atol A] [--verbose]\n"
+    "                                     runs ONNX backend-test folders\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 1 : 0;
+  }
+  const std::string cmd = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  absl::Status status;
+  bool ok = true;
+  if (cmd == "inspect") {
+    status = ottr::tools::CmdInspect(args);
+  } else if (cmd == "run") {
+    status = ottr::tools::CmdRun(args);
+  } else if (cmd == "test-data") {
+    status = ottr::tools::CmdTestData(args, &ok);
+  } else {
+    std::fprintf(stderr, "ottr: error: unknown command '%s'\n%s", cmd.c_str(), kUsage);
+    return 1;
+  }
+  if (!status.ok()) {
+    std::fprintf(stderr, "ottr %s: error: %s\n", cmd.c_str(), std::string(status.message()).c_str());
+    return 1;
+  }
+  return ok ? 0 : 1;
+}
