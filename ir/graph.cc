@@ -20,7 +20,7 @@ std::string Node::Describe() const {
 
 bool Node::output_used(int i) const {
   const Value* v = output(i);
-  return v != nullptr && (!v->uses().empty() || graph_->IsGraphOutput(v));
+  return v != nullptr && (!v->uses().empty() || graph_->IsRoot(v));
 }
 
 const Attribute* Node::attr(const std::string& name) const {
@@ -146,6 +146,25 @@ absl::StatusOr<Node*> Graph::AddNode(NodeSpec spec) {
 }
 
 void Graph::AddOutput(Value* v) { outputs_.push_back(v); }
+
+absl::Status Graph::AddUpdate(Value* target, Value* value) {
+  if (!target->is_initializer()) {
+    return absl::InvalidArgumentError(absl::StrCat("state update target '", target->name(),
+                                                   "' is not an initializer"));
+  }
+  if (target->type() != value->type()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "state update of '", target->name(), "' (", target->type().ToString(), ") by '",
+        value->name(), "' (", value->type().ToString(), "): types differ"));
+  }
+  for (const StateUpdate& u : updates_) {
+    if (u.target == target) {
+      return absl::InvalidArgumentError(absl::StrCat("'", target->name(), "' is updated twice"));
+    }
+  }
+  updates_.push_back({target, value});
+  return absl::OkStatus();
+}
 void Graph::SetOutput(int i, Value* v) { outputs_[i] = v; }
 
 absl::Status Graph::SetInitializerData(Value* v, Tensor data) {
@@ -186,11 +205,14 @@ void Graph::ReplaceAllUsesWith(Value* from, Value* to) {
   for (Value*& o : outputs_) {
     if (o == from) o = to;
   }
+  for (StateUpdate& u : updates_) {
+    if (u.value == from) u.value = to;
+  }
 }
 
 absl::Status Graph::EraseNode(Node* node) {
   for (Value* out : node->outputs_) {
-    if (!out->uses_.empty() || IsGraphOutput(out)) {
+    if (!out->uses_.empty() || IsRoot(out)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "cannot erase ", node->Describe(), ": output '", out->name(), "' is still used"));
     }
@@ -211,7 +233,9 @@ absl::Status Graph::EraseValue(Value* v) {
     return absl::FailedPreconditionError(
         absl::StrCat("'", v->name(), "' is a node output; erase its node"));
   }
-  if (!v->uses_.empty() || IsGraphOutput(v)) {
+  bool is_target = false;
+  for (const StateUpdate& u : updates_) is_target |= u.target == v;
+  if (!v->uses_.empty() || IsRoot(v) || is_target) {
     return absl::FailedPreconditionError(absl::StrCat("cannot erase '", v->name(),
                                                       "': it is still used"));
   }
@@ -286,6 +310,14 @@ bool Graph::IsGraphOutput(const Value* v) const {
   return std::find(outputs_.begin(), outputs_.end(), v) != outputs_.end();
 }
 
+bool Graph::IsRoot(const Value* v) const {
+  if (IsGraphOutput(v)) return true;
+  for (const StateUpdate& u : updates_) {
+    if (u.value == v) return true;
+  }
+  return false;
+}
+
 std::string Graph::UniqueName(const std::string& prefix) {
   if (!prefix.empty() && !by_name_.contains(prefix)) return prefix;
   while (true) {
@@ -339,6 +371,7 @@ std::unique_ptr<Graph> Graph::Clone() const {
     }
   }
   for (const Value* v : outputs_) g->outputs_.push_back(map.at(v));
+  for (const StateUpdate& u : updates_) g->updates_.push_back({map.at(u.target), map.at(u.value)});
   g->next_value_id_ = next_value_id_;
   g->next_node_id_ = next_node_id_;
   g->next_unique_ = next_unique_;

@@ -28,7 +28,14 @@ inline constexpr absl::string_view kTrainingDomain = "ai.onnx.preview.training";
 inline constexpr absl::string_view kOttrDomain = "ottr";
 
 class Node;
+class Value;
 class Graph;
+
+// A training step's state update: after the step, initializer `target` holds `value`.
+struct StateUpdate {
+  Value* target;
+  Value* value;
+};
 
 struct Use {
   Node* node;
@@ -151,6 +158,9 @@ class Graph {
   absl::StatusOr<Node*> AddNode(NodeSpec spec);
   void AddOutput(Value* v);
   void SetOutput(int i, Value* v);
+  void ClearOutputs() { outputs_.clear(); }
+  // Declares that after each run, initializer `target` takes the value of `value` (same type).
+  absl::Status AddUpdate(Value* target, Value* value);
   // Replaces an initializer's data (same dtype and dims; e.g. updated parameters).
   absl::Status SetInitializerData(Value* v, Tensor data);
 
@@ -170,6 +180,7 @@ class Graph {
   const std::vector<Value*>& outputs() const { return outputs_; }
   const std::vector<Value*>& initializers() const { return initializers_; }
   const std::vector<Value*>& captures() const { return captures_; }
+  const std::vector<StateUpdate>& updates() const { return updates_; }
   // Nodes in insertion order (not necessarily topological).
   std::vector<Node*> nodes() const;
   int64_t num_nodes() const { return static_cast<int64_t>(nodes_.size()); }
@@ -177,6 +188,8 @@ class Graph {
   absl::StatusOr<std::vector<Node*>> TopoOrder() const;
   Value* FindValue(const std::string& name) const;
   bool IsGraphOutput(const Value* v) const;
+  // A graph output or the value of a state update: something a run must compute.
+  bool IsRoot(const Value* v) const;
   // A name not used by any value of this graph, derived from `prefix`.
   std::string UniqueName(const std::string& prefix);
 
@@ -198,6 +211,7 @@ class Graph {
   std::vector<Value*> outputs_;
   std::vector<Value*> initializers_;
   std::vector<Value*> captures_;
+  std::vector<StateUpdate> updates_;
   absl::flat_hash_map<std::string, Value*> by_name_;
   int64_t next_value_id_ = 0;
   int64_t next_node_id_ = 0;

@@ -64,6 +64,10 @@ class InferenceContext {
 
 using ShapeFn = std::function<absl::Status(InferenceContext&)>;
 
+class GradientBuilder;  // ir/gradient.h
+// Emits the IR computing an op's input gradients from its output gradients (see gradient.h).
+using GradientFn = std::function<absl::Status(GradientBuilder&)>;
+
 struct AttrSpec {
   std::string name;
   Attribute::Kind kind;
@@ -83,6 +87,12 @@ struct OpSchema {
   ShapeFn infer_shape;
   // False for ops whose output is random (Dropout in training) and so never constant-folded.
   bool deterministic = true;
+  // Reverse-mode rule; set by the ir/grads/*.cc files. Exactly one of `gradient` and
+  // `not_differentiable` holds for every op (a registry-wide test checks it).
+  GradientFn gradient;
+  // No gradient flows through this op (integer/bool results, shapes, comparisons, constants,
+  // optimizer updates).
+  bool not_differentiable = false;
 
   const AttrSpec* FindAttr(absl::string_view name) const;
 };
@@ -121,6 +131,10 @@ class OpSchemaBuilder {
     schema_.deterministic = false;
     return *this;
   }
+  OpSchemaBuilder& NotDifferentiable() {
+    schema_.not_differentiable = true;
+    return *this;
+  }
   OpSchema Build() { return std::move(schema_); }
 
  private:
@@ -133,6 +147,8 @@ class OpRegistry {
   static const OpRegistry& Global();
 
   void Register(OpSchema schema);
+  // Attaches the gradient builder of a registered op (Internal error in tests when unknown).
+  void SetGradient(absl::string_view domain, absl::string_view op_type, GradientFn fn);
   const OpSchema* Find(absl::string_view domain, absl::string_view op_type) const;
   std::vector<const OpSchema*> All() const;  // sorted by domain, op type
 
@@ -163,6 +179,17 @@ void RegisterNormalizationOps(OpRegistry& r);
 void RegisterLossOps(OpRegistry& r);
 void RegisterTrainingOps(OpRegistry& r);
 void RegisterControlFlowOps(OpRegistry& r);
+void RegisterOptimizerOps(OpRegistry& r);
+
+// Gradient registration entry points, one per ir/grads/*.cc file (run after the ops).
+void RegisterElementwiseGradients(OpRegistry& r);
+void RegisterActivationGradients(OpRegistry& r);
+void RegisterReductionGradients(OpRegistry& r);
+void RegisterTensorGradients(OpRegistry& r);
+void RegisterLinalgGradients(OpRegistry& r);
+void RegisterConvPoolGradients(OpRegistry& r);
+void RegisterNormalizationGradients(OpRegistry& r);
+void RegisterLossGradients(OpRegistry& r);
 
 }  // namespace ottr::ir
 

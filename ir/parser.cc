@@ -173,6 +173,11 @@ class Parser {
     // A placeholder value per node input is impossible before its producer exists, so nodes are
     // created with no inputs and wired once every line has been read.
     std::vector<std::pair<std::string, Token>> output_names;
+    struct PendingUpdate {
+      std::string target, value;
+      Token at;
+    };
+    std::vector<PendingUpdate> update_names;
     while (!IsPunct("}")) {
       if (cur_.kind == Tok::kEnd) return Err("unexpected end of text inside graph");
       if (IsIdent("opset")) {
@@ -200,6 +205,17 @@ class Parser {
           v = g->AddInitializer(name, std::move(t));
         }
         if (!v.ok()) return Lexer::Error(at, v.status().message());
+      } else if (IsIdent("update")) {
+        OTTR_RETURN_IF_ERROR(Advance());
+        Token at = cur_;
+        OTTR_ASSIGN_OR_RETURN(std::string target, ParseValueName());
+        OTTR_RETURN_IF_ERROR(ExpectPunct("<"));
+        if (!IsPunct("-") && !(cur_.kind == Tok::kNumber && cur_.text == "-")) {
+          return Err("expected '<-' in an update");
+        }
+        OTTR_RETURN_IF_ERROR(Advance());
+        OTTR_ASSIGN_OR_RETURN(std::string value, ParseValueName());
+        update_names.push_back({target, value, at});
       } else if (IsIdent("output")) {
         OTTR_RETURN_IF_ERROR(Advance());
         while (true) {
@@ -227,6 +243,13 @@ class Parser {
       Value* v = g->FindValue(name);
       if (v == nullptr) return Lexer::Error(tok, absl::StrCat("undefined output %", name));
       g->AddOutput(v);
+    }
+    for (const PendingUpdate& u : update_names) {
+      Value* t = g->FindValue(u.target);
+      Value* v = g->FindValue(u.value);
+      if (t == nullptr || v == nullptr) return Lexer::Error(u.at, "update names an undefined value");
+      absl::Status s = g->AddUpdate(t, v);
+      if (!s.ok()) return Lexer::Error(u.at, s.message());
     }
     return g;
   }

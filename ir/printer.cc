@@ -152,6 +152,10 @@ void PrintGraphInto(const Graph& g, const PrintOptions& o, int indent, std::stri
                       s->append(PrintValueName(v->name()));
                     }), "\n");
   }
+  for (const StateUpdate& u : g.updates()) {
+    absl::StrAppend(&out, in, "update ", PrintValueName(u.target->name()), " <- ",
+                    PrintValueName(u.value->name()), "\n");
+  }
   absl::StrAppend(&out, pad, "}\n");
 }
 

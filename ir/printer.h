@@ -8,6 +8,7 @@
 //     %h : f32[N,512] = Gemm(%x, %fc1.weight, %fc1.bias) {transB = 1} origin "/fc1/Gemm"
 //     %y : f32[N,512], %m : bool[N,512] = Dropout(%h, _, _) origin "drop"
 //     output %y
+//     update %w <- %w.new           (training steps: state updates)
 //   }
 //
 // Ops outside ai.onnx print as `domain::Op`; `_` is an omitted input; attributes are sorted by name;

@@ -75,6 +75,12 @@ absl::Status VerifyGraph(const Graph& graph, const OpRegistry& registry) {
       return Fail(graph, absl::StrCat("graph output '", v->name(), "' is not defined"));
     }
   }
+  for (const StateUpdate& u : graph.updates()) {
+    if (!defined.contains(u.value) || !u.target->is_initializer() || u.target->type() != u.value->type()) {
+      return Fail(graph, absl::StrCat("bad state update of '", u.target->name(), "' by '",
+                                      u.value->name(), "'"));
+    }
+  }
   auto order = graph.TopoOrder();
   if (!order.ok()) return Fail(graph, order.status().message());
   return absl::OkStatus();

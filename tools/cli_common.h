@@ -37,6 +37,9 @@ class Args {
 absl::Status CmdInspect(const std::vector<std::string>& argv);
 absl::Status CmdRun(const std::vector<std::string>& argv);
 // Sets `*all_passed` to whether the conformance run met expectations.
+absl::Status CmdTrain(const std::vector<std::string>& argv);
+absl::Status CmdEval(const std::vector<std::string>& argv);
+absl::Status CmdPasses(const std::vector<std::string>& argv);
 absl::Status CmdTestData(const std::vector<std::string>& argv, bool* all_passed);
 
 }  // namespace ottr::tools

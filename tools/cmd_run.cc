@@ -8,6 +8,7 @@
 #include "importer/onnx_importer.h"
 #include "importer/tensor_proto.h"
 #include "ir/status.h"
+#include "passes/lower_gradient.h"
 #include "runtime/cpu/cpu_executor.h"
 #include "tools/cli_common.h"
 
@@ -25,6 +26,7 @@ absl::Status CmdRun(const std::vector<std::string>& argv) {
                                                  ": this build runs on the CPU only"));
   }
   OTTR_ASSIGN_OR_RETURN(auto graph, importer::ImportModelFile(args.positional()[0]));
+  OTTR_RETURN_IF_ERROR(passes::LowerForExecution(*graph));
   OTTR_ASSIGN_OR_RETURN(auto exec, runtime::cpu::CpuExecutor::Create(*graph));
   const std::string in_dir = args.get("inputs");
   if (!fs::is_directory(in_dir)) return absl::NotFoundError(absl::StrCat(in_dir, ": no such folder"));

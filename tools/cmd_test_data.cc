@@ -12,6 +12,7 @@
 #include "importer/onnx_importer.h"
 #include "importer/tensor_proto.h"
 #include "ir/status.h"
+#include "passes/lower_gradient.h"
 #include "runtime/cpu/cpu_executor.h"
 #include "runtime/tensor_compare.h"
 #include "tools/cli_common.h"
@@ -64,6 +65,7 @@ absl::StatusOr<std::map<std::string, Expectation>> ReadExpectations(const std::s
 // Runs one test folder; OK when every data set matches.
 absl::Status RunTest(const fs::path& dir, double rtol, double atol) {
   OTTR_ASSIGN_OR_RETURN(auto graph, importer::ImportModelFile((dir / "model.onnx").string()));
+  OTTR_RETURN_IF_ERROR(passes::LowerForExecution(*graph));
   OTTR_ASSIGN_OR_RETURN(auto exec, runtime::cpu::CpuExecutor::Create(*graph));
   std::vector<fs::path> sets;
   for (const auto& e : fs::directory_iterator(dir)) {

@@ -13,6 +13,13 @@ constexpr char kUsage[] =
     "  inspect MODEL                      opsets, inputs/outputs, parameters, op histogram\n"
     "  run MODEL --inputs DIR [--outputs DIR] [--device cpu]\n"
     "                                     inference on ONNX TensorProto files\n"
+    "  train MODEL --data SPEC [--loss ...] [--optimizer adam --lr ...] [--epochs N | --steps N]\n"
+    "        [--batch N] [--out trained.onnx] [--checkpoint FILE] [--resume FILE]\n"
+    "                                     trains (see README.md for every flag)\n"
+    "  eval MODEL --data SPEC             loss / accuracy on a data set\n"
+    "  passes MODEL [training flags] [--print-ir-after-all] [--print-ir-after=REGEX]\n"
+    "        [--ir-dump-dir=DIR] [--disable-passes=a,b] [--stop-after=N]\n"
+    "                                     runs the training pipeline and dumps IR\n"
     "  test-data DIR... [--expected-failures FILE] [--rtol R] [--atol A] [--verbose]\n"
     "                                     runs ONNX backend-test folders\n";
 
@@ -31,6 +38,12 @@ int main(int argc, char** argv) {
     status = ottr::tools::CmdInspect(args);
   } else if (cmd == "run") {
     status = ottr::tools::CmdRun(args);
+  } else if (cmd == "train") {
+    status = ottr::tools::CmdTrain(args);
+  } else if (cmd == "eval") {
+    status = ottr::tools::CmdEval(args);
+  } else if (cmd == "passes") {
+    status = ottr::tools::CmdPasses(args);
   } else if (cmd == "test-data") {
     status = ottr::tools::CmdTestData(args, &ok);
   } else {

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "ir/op_registry.h"
+#include "ir/status.h"
 
 namespace ottr::ir {
 

@@ -1,5 +1,8 @@
 #include "runtime/cpu/cpu_executor.h"
 
+#include <cmath>
+#include <sstream>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ir/status.h"
@@ -48,8 +51,8 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const ir::Graph
 }
 
 absl::StatusOr<std::vector<Tensor>> CpuExecutor::Run(const TensorMap& feeds) {
-  absl::flat_hash_map<const ir::Value*, Tensor> env;
-  for (const ir::Value* v : graph_.initializers()) env[v] = *v->initializer();
+  pending_.clear();
+  absl::flat_hash_map<const ir::Value*, Tensor> env = state_;
   for (const auto& [name, t] : feeds) {
     const ir::Value* v = graph_.FindValue(name);
     if (v == nullptr || (v->kind() != ir::Value::Kind::kInput && !v->is_initializer())) {
@@ -64,7 +67,56 @@ absl::StatusOr<std::vector<Tensor>> CpuExecutor::Run(const TensorMap& feeds) {
                                                      v->type().ToString(), ")"));
     }
   }
-  return RunGraph(graph_, std::move(env), nullptr);
+  if (graph_.updates().empty()) return RunGraph(graph_, std::move(env), nullptr);
+  // Fetch the update values as extra results, then commit them all at once.
+  OTTR_ASSIGN_OR_RETURN(std::vector<Tensor> results, RunGraph(graph_, std::move(env), nullptr));
+  const size_t n_out = graph_.outputs().size();
+  OTTR_RET_CHECK(results.size() == n_out + graph_.updates().size());
+  pending_.assign(std::make_move_iterator(results.begin() + n_out),
+                  std::make_move_iterator(results.end()));
+  results.resize(n_out);
+  if (options_.auto_commit) CommitUpdates();
+  return results;
+}
+
+void CpuExecutor::CommitUpdates() {
+  for (size_t i = 0; i < pending_.size() && i < graph_.updates().size(); ++i) {
+    state_[graph_.updates()[i].target] = std::move(pending_[i]);
+  }
+  pending_.clear();
+}
+
+const Tensor* CpuExecutor::State(const std::string& name) const {
+  const ir::Value* v = graph_.FindValue(name);
+  if (v == nullptr) return nullptr;
+  auto it = state_.find(v);
+  return it == state_.end() ? nullptr : &it->second;
+}
+
+absl::Status CpuExecutor::SetState(const std::string& name, Tensor t) {
+  const ir::Value* v = graph_.FindValue(name);
+  if (v == nullptr || !v->is_initializer()) {
+    return absl::InvalidArgumentError(absl::StrCat("the model has no initializer named '", name, "'"));
+  }
+  if (t.dtype() != v->type().dtype || t.type() != v->type()) {
+    return absl::InvalidArgumentError(absl::StrCat("state '", name, "' is ", v->type().ToString(),
+                                                   ", got ", t.type().ToString()));
+  }
+  state_[v] = std::move(t);
+  return absl::OkStatus();
+}
+
+std::string CpuExecutor::SaveRngState() const {
+  std::ostringstream s;
+  s << rng_;
+  return s.str();
+}
+
+absl::Status CpuExecutor::LoadRngState(const std::string& text) {
+  std::istringstream s(text);
+  s >> rng_;
+  if (!s) return absl::InvalidArgumentError("corrupt random-generator state");
+  return absl::OkStatus();
 }
 
 namespace {
@@ -96,6 +148,19 @@ absl::Status CheckOutputType(const ir::Node& n, int i, const Tensor& t) {
       n.Describe(), ": output ", i, " '", n.output(i)->name(), "' was computed as ",
       ir::DTypeName(t.dtype()), "[", absl::StrJoin(t.dims(), ","), "] but shape inference said ",
       want.ToString()));
+}
+
+absl::Status CheckFinite(const ir::Node& n, int i, const Tensor& t) {
+  if (!ir::IsFloat(t.dtype())) return absl::OkStatus();
+  for (int64_t k = 0; k < t.num_elements(); ++k) {
+    const double v = t.GetAsDouble(k);
+    if (!std::isfinite(v)) {
+      return absl::DataLossError(absl::StrCat("non-finite value ", v, " in '", n.output(i)->name(),
+                                              "' (output ", i, " of ", n.Describe(),
+                                              ") at flat index ", k));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -159,17 +224,20 @@ absl::StatusOr<std::vector<Tensor>> CpuExecutor::RunGraph(
         continue;
       }
       if (options_.check_types) OTTR_RETURN_IF_ERROR(CheckOutputType(n, i, outputs[i]));
+      if (options_.check_finite) OTTR_RETURN_IF_ERROR(CheckFinite(n, i, outputs[i]));
       env[n.output(i)] = std::move(outputs[i]);
     }
     for (const ir::Value* v : ReadValues(n, graph)) {
-      if (v != nullptr && last_use[v] == k && !graph.IsGraphOutput(v) &&
+      if (v != nullptr && last_use[v] == k && !graph.IsRoot(v) &&
           v->kind() == ir::Value::Kind::kNodeOutput) {
         env.erase(v);
       }
     }
   }
   std::vector<Tensor> results;
-  for (const ir::Value* v : graph.outputs()) {
+  std::vector<const ir::Value*> fetch(graph.outputs().begin(), graph.outputs().end());
+  for (const ir::StateUpdate& u : graph.updates()) fetch.push_back(u.value);
+  for (const ir::Value* v : fetch) {
     auto it = env.find(v);
     OTTR_RET_CHECK(it != env.end()) << "graph output '" << v->name() << "' was not computed";
     results.push_back(it->second);

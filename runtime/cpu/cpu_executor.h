@@ -20,6 +20,12 @@ struct CpuExecutorOptions {
   uint64_t seed = 0;  // random draws of training-mode Dropout
   // Check every output against its static IR type (a mismatch is an Internal error).
   bool check_types = true;
+  // Commit state updates right after each run. When false, they wait in pending_updates() until
+  // CommitUpdates() (the trainer first checks the loss is finite) and the next Run drops them.
+  bool auto_commit = true;
+  // Check every float output of every node for NaN/Inf and fail (DataLoss) at the first one,
+  // naming the value and node (the trainer's NaN diagnosis).
+  bool check_finite = false;
 };
 
 class CpuExecutor : public Executor {
@@ -28,12 +34,29 @@ class CpuExecutor : public Executor {
   // executor.
   static absl::StatusOr<std::unique_ptr<CpuExecutor>> Create(const ir::Graph& graph,
                                                              CpuExecutorOptions options = {});
+  // Runs the graph; then every state update of the graph (see Graph::AddUpdate) replaces the
+  // executor's copy of its initializer, so the next run sees the new value (a training step).
   absl::StatusOr<std::vector<Tensor>> Run(const TensorMap& feeds) override;
+
+  // State updates computed by the last Run and not yet committed (order of graph.updates()).
+  const std::vector<Tensor>& pending_updates() const { return pending_; }
+  void CommitUpdates();
+  void set_check_finite(bool on) { options_.check_finite = on; }
+
+  // The executor's current value of initializer `name` (null when there is none).
+  const Tensor* State(const std::string& name) const;
+  // Replaces the current value of an initializer (same dtype and dims).
+  absl::Status SetState(const std::string& name, Tensor t);
+  // The random generator's state as text (for checkpoints) and back.
+  std::string SaveRngState() const;
+  absl::Status LoadRngState(const std::string& text);
 
  private:
   struct Scope;
   CpuExecutor(const ir::Graph& graph, CpuExecutorOptions options)
-      : graph_(graph), options_(options), rng_(options.seed) {}
+      : graph_(graph), options_(options), rng_(options.seed) {
+    for (const ir::Value* v : graph.initializers()) state_[v] = *v->initializer();
+  }
   absl::StatusOr<std::vector<Tensor>> RunGraph(const ir::Graph& graph,
                                                absl::flat_hash_map<const ir::Value*, Tensor> env,
                                                const Scope* parent);
@@ -41,6 +64,8 @@ class CpuExecutor : public Executor {
   const ir::Graph& graph_;
   CpuExecutorOptions options_;
   std::mt19937_64 rng_;
+  absl::flat_hash_map<const ir::Value*, Tensor> state_;  // current initializer values
+  std::vector<Tensor> pending_;
 };
 
 // Checks that every node of `graph` (and its subgraphs) has a CPU kernel.

@@ -38,6 +38,7 @@ const KernelRegistry& KernelRegistry::Global() {
     RegisterLossKernels(*r);
     RegisterTrainingKernels(*r);
     RegisterControlFlowKernels(*r);
+    RegisterOttrTrainingKernels(*r);
     return r;
   }();
   return *registry;

@@ -106,6 +106,7 @@ void RegisterNormalizationKernels(KernelRegistry& r);
 void RegisterLossKernels(KernelRegistry& r);
 void RegisterTrainingKernels(KernelRegistry& r);
 void RegisterControlFlowKernels(KernelRegistry& r);
+void RegisterOttrTrainingKernels(KernelRegistry& r);
 
 }  // namespace ottr::runtime::cpu
 

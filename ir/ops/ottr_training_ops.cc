@@ -1,0 +1,134 @@
+// ottr-domain ops of the training step: the appended loss and the optimizer updates.
+//
+//   ottr::SoftmaxCrossEntropy(logits f32[N,C], labels i64[N]) -> (loss f32[], log_prob f32[N,C])
+//     loss = mean over rows with label != ignore_index of
+//            (1 - ε) · (-log_prob[i, y_i]) + ε / C · Σ_c (-log_prob[i, c])     (PyTorch's
+//            cross_entropy with label_smoothing ε; 0/0 = NaN when every row is ignored, as PyTorch)
+//   ottr::SoftmaxCrossEntropyGrad(dloss f32[], log_prob f32[N,C], labels i64[N]) -> dlogits f32[N,C]
+//     dlogits[i] = dloss / count · (softmax[i] - (1 - ε) · onehot(y_i) - ε / C), 0 for ignored rows
+//   ottr::SGDUpdate(param, grad, lr f32[], step i64[], [buf]) -> (param', [buf'])
+//     PyTorch SGD: g = grad + wd · param; buf = g on step 1, else momentum · buf + (1 - dampening) · g;
+//     g = g + momentum · buf (nesterov) or buf; param' = param - lr · g
+//   ottr::AdamUpdate(param, grad, lr f32[], step i64[], m, v) -> (param', m', v')
+//     PyTorch Adam/AdamW: AdamW first param *= 1 - lr · wd, Adam adds wd · param to grad;
+//     m = lerp(m, g, 1 - β1); v = β2 · v + (1 - β2) · g²;
+//     param' = param - lr / (1 - β1^t) · m / (sqrt(v) / sqrt(1 - β2^t) + eps)
+// `step` is the 1-based index of the step being taken.
+#include "absl/strings/str_cat.h"
+#include "ir/gradient.h"
+#include "ir/op_registry.h"
+#include "ir/ops/shape_helpers.h"
+#include "ir/status.h"
+
+namespace ottr::ir {
+namespace {
+
+using K = Attribute::Kind;
+
+absl::Status InferSce(InferenceContext& ctx) {
+  OTTR_ASSIGN_OR_RETURN(Shape logits, RankedInput(ctx, 0));
+  if (logits.size() != 2) {
+    return ctx.Error(absl::StrCat("logits must be [N, C], got ", ShapeToString(logits)));
+  }
+  OTTR_ASSIGN_OR_RETURN(Shape labels, RankedInput(ctx, 1));
+  if (labels.size() != 1 || (labels[0].is_static() && logits[0].is_static() &&
+                             labels[0].value() != logits[0].value())) {
+    return ctx.Error(absl::StrCat("labels must be [N] for logits ", ShapeToString(logits),
+                                  ", got ", ShapeToString(labels)));
+  }
+  const DType t = ctx.input_type(0).dtype;
+  const DType lt = ctx.input_type(1).dtype;
+  if (lt != DType::kInt64 && lt != DType::kInt32) {
+    return ctx.Error(absl::StrCat("labels must be int32 or int64, got ", DTypeName(lt)));
+  }
+  ctx.set_output_type(0, TensorType(t, Shape{}));
+  if (ctx.num_outputs() > 1) ctx.set_output_type(1, ctx.input_type(0));
+  return absl::OkStatus();
+}
+
+absl::Status InferParamUpdate(InferenceContext& ctx) {
+  for (int i = 0; i < ctx.num_outputs(); ++i) {
+    // Outputs mirror (param, states...): output 0 is the param, output k the k-th state input.
+    const int in = i == 0 ? 0 : ctx.num_inputs() - ctx.num_outputs() + i;
+    if (!ctx.has_input(in)) return ctx.Error(absl::StrCat("missing state input ", in));
+    ctx.set_output_type(i, ctx.input_type(in));
+  }
+  if (ctx.has_input(1) && ctx.input_type(1) != ctx.input_type(0)) {
+    return ctx.Error(absl::StrCat("gradient ", ctx.input_type(1).ToString(), " does not match param ",
+                                  ctx.input_type(0).ToString()));
+  }
+  return absl::OkStatus();
+}
+
+// dlogits = SoftmaxCrossEntropyGrad(dloss, log_prob, labels): the fused softmax/log-softmax rule.
+absl::Status SceGradient(GradientBuilder& b) {
+  if (!b.needs_input_grad(0) || b.output_grad(0) == nullptr) return absl::OkStatus();
+  std::map<std::string, Attribute> attrs = b.node().attrs();
+  Value* log_prob = b.output(1);
+  if (log_prob == nullptr) return b.Error("needs its log_prob output for the gradient");
+  OTTR_ASSIGN_OR_RETURN(Value * d, b.Emit1("SoftmaxCrossEntropyGrad",
+                                           {b.output_grad(0), log_prob, b.input(1)}, attrs,
+                                           std::string(kOttrDomain)));
+  b.set_input_grad(0, d);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void RegisterOptimizerOps(OpRegistry& r) {
+  // ai.onnx.preview.training Gradient: lowered by passes/lower_gradient.cc before execution.
+  r.Register(OpSchemaBuilder(std::string(kTrainingDomain), "Gradient")
+                 .Opsets(1, 1)
+                 .Inputs(1, -1)
+                 .Outputs(1, -1)
+                 .Attr("xs", K::kStrings, /*required=*/true)
+                 .Attr("y", K::kString, /*required=*/true)
+                 .Attr("zs", K::kStrings)
+                 .Shape([](InferenceContext& ctx) {
+                   for (int i = 0; i < ctx.num_outputs() && i < ctx.num_inputs(); ++i) {
+                     if (ctx.has_input(i)) ctx.set_output_type(i, ctx.input_type(i));
+                   }
+                   return absl::OkStatus();
+                 })
+                 .NotDifferentiable()
+                 .Build());
+  r.Register(OpSchemaBuilder(std::string(kOttrDomain), "SoftmaxCrossEntropy")
+                 .Inputs(2, 2)
+                 .Outputs(1, 2)
+                 .Attr("ignore_index", K::kInt)
+                 .Attr("label_smoothing", K::kFloat)
+                 .Shape(InferSce)
+                 .Build());
+  r.SetGradient(kOttrDomain, "SoftmaxCrossEntropy", SceGradient);
+  r.Register(OpSchemaBuilder(std::string(kOttrDomain), "SoftmaxCrossEntropyGrad")
+                 .Inputs(3, 3)
+                 .Outputs(1, 1)
+                 .Attr("ignore_index", K::kInt)
+                 .Attr("label_smoothing", K::kFloat)
+                 .Shape([](InferenceContext& ctx) { return SameAsInput(ctx, 1); })
+                 .NotDifferentiable()
+                 .Build());
+  r.Register(OpSchemaBuilder(std::string(kOttrDomain), "SGDUpdate")
+                 .Inputs(4, 5)
+                 .Outputs(1, 2)
+                 .Attr("momentum", K::kFloat)
+                 .Attr("dampening", K::kFloat)
+                 .Attr("nesterov", K::kInt)
+                 .Attr("weight_decay", K::kFloat)
+                 .Shape(InferParamUpdate)
+                 .NotDifferentiable()
+                 .Build());
+  r.Register(OpSchemaBuilder(std::string(kOttrDomain), "AdamUpdate")
+                 .Inputs(6, 6)
+                 .Outputs(3, 3)
+                 .Attr("beta1", K::kFloat)
+                 .Attr("beta2", K::kFloat)
+                 .Attr("epsilon", K::kFloat)
+                 .Attr("weight_decay", K::kFloat)
+                 .Attr("decoupled", K::kInt)
+                 .Shape(InferParamUpdate)
+                 .NotDifferentiable()
+                 .Build());
+}
+
+}  // namespace ottr::ir

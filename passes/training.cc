@@ -1,0 +1,359 @@
+#include "passes/training.h"
+
+#include <regex>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "ir/op_registry.h"
+#include "ir/status.h"
+#include "passes/autodiff.h"
+#include "passes/standard_passes.h"
+
+namespace ottr::passes {
+namespace {
+
+using ir::Attribute;
+using ir::DType;
+using ir::Tensor;
+using ir::Value;
+
+// Adds a node and infers its output types; the node's origin names the pass.
+absl::StatusOr<ir::Node*> Add(ir::Graph& g, ir::NodeSpec spec) {
+  OTTR_ASSIGN_OR_RETURN(ir::Node * n, g.AddNode(std::move(spec)));
+  OTTR_RETURN_IF_ERROR(ir::InferNodeShapes(ir::OpRegistry::Global(), *n));
+  return n;
+}
+
+absl::StatusOr<Value*> Add1(ir::Graph& g, const std::string& op, std::vector<Value*> inputs,
+                            const std::string& name, const std::string& origin,
+                            std::map<std::string, Attribute> attrs = {},
+                            const std::string& domain = "") {
+  OTTR_ASSIGN_OR_RETURN(ir::Node * n, Add(g, {op, domain, std::move(inputs), {g.UniqueName(name)},
+                                              std::move(attrs), origin}));
+  return n->output(0);
+}
+
+absl::StatusOr<Value*> ConstantNode(ir::Graph& g, Tensor t, const std::string& name,
+                                    const std::string& origin) {
+  return Add1(g, "Constant", {}, name, origin, {{"value", Attribute(std::move(t))}});
+}
+
+// --- append-loss ---------------------------------------------------------------------------------
+
+// Before:  output %logits : f32[128,10]
+// After:   input %labels : i64[128]
+//          %loss : f32[], %logits.log_prob = ottr::SoftmaxCrossEntropy(%logits, %labels)
+//          output %loss
+class AppendLossPass : public Pass {
+ public:
+  explicit AppendLossPass(LossSpec spec) : spec_(std::move(spec)) {}
+  absl::string_view name() const override { return "append-loss"; }
+
+  absl::StatusOr<bool> Run(ir::Graph& g) override {
+    if (g.FindValue(kLossOutput) != nullptr && g.outputs().size() == 1 &&
+        g.outputs()[0]->name() == kLossOutput && g.FindValue(kLrInput) != nullptr) {
+      return false;  // already a training step
+    }
+    Value* out = nullptr;
+    if (spec_.output.empty()) {
+      if (g.outputs().size() != 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the model has ", g.outputs().size(),
+            " outputs: name the one the loss uses with --logits (or --loss-output)"));
+      }
+      out = g.outputs()[0];
+    } else {
+      for (Value* o : g.outputs()) {
+        if (o->name() == spec_.output) out = o;
+      }
+      if (out == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat("the model has no output named '",
+                                                       spec_.output, "'"));
+      }
+    }
+    const ir::TensorType& t = out->type();
+    if (!ir::IsFloat(t.dtype) || !t.is_static()) {
+      return absl::InvalidArgumentError(absl::StrCat("output '", out->name(), "' is ", t.ToString(),
+                                                     ": the loss needs a float output of static "
+                                                     "shape (bind the batch with --batch)"));
+    }
+    Value* loss = nullptr;
+    const std::string origin = "loss";
+    switch (spec_.kind) {
+      case LossSpec::Kind::kModelOutput: {
+        if (ir::NumElements(ir::StaticDims(*t.shape)) != 1) {
+          return absl::InvalidArgumentError(absl::StrCat("--loss-output '", out->name(), "' is ",
+                                                         t.ToString(), ", not a scalar"));
+        }
+        OTTR_ASSIGN_OR_RETURN(Value * shape, ConstantNode(g, Tensor::FromVector<int64_t>({0}, {}),
+                                                          "loss.shape", origin));
+        OTTR_ASSIGN_OR_RETURN(loss, Add1(g, "Reshape", {out, shape}, kLossOutput, origin));
+        break;
+      }
+      case LossSpec::Kind::kSoftmaxCrossEntropy: {
+        if (t.rank() != 2) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "softmax cross-entropy needs logits [N, C]; output '", out->name(), "' is ",
+              t.ToString()));
+        }
+        OTTR_ASSIGN_OR_RETURN(Value * labels,
+                              g.AddInput(kLabelsInput, ir::TensorType(DType::kInt64,
+                                                                      ir::Shape{(*t.shape)[0]})));
+        OTTR_ASSIGN_OR_RETURN(
+            ir::Node * n,
+            Add(g, {"SoftmaxCrossEntropy", std::string(ir::kOttrDomain), {out, labels},
+                    {kLossOutput, g.UniqueName(out->name() + ".log_prob")},
+                    {{"ignore_index", Attribute(spec_.ignore_index)},
+                     {"label_smoothing", Attribute(spec_.label_smoothing)}},
+                    origin}));
+        loss = n->output(0);
+        break;
+      }
+      case LossSpec::Kind::kMse: {
+        OTTR_ASSIGN_OR_RETURN(Value * labels, g.AddInput(kLabelsInput, t));
+        OTTR_ASSIGN_OR_RETURN(Value * diff, Add1(g, "Sub", {out, labels}, "loss.diff", origin));
+        OTTR_ASSIGN_OR_RETURN(Value * sq, Add1(g, "Mul", {diff, diff}, "loss.sq", origin));
+        OTTR_ASSIGN_OR_RETURN(loss, Add1(g, "ReduceMean", {sq}, kLossOutput, origin,
+                                         {{"keepdims", Attribute(int64_t{0})}}));
+        break;
+      }
+    }
+    g.ClearOutputs();  // the step's only output is the loss
+    g.AddOutput(loss);
+    return true;
+  }
+
+ private:
+  LossSpec spec_;
+};
+
+// --- autodiff --------------------------------------------------------------------------------------
+
+// Before:  ... output %loss
+// After:   ... gradient nodes; "%<param>.grad" for each trainable parameter the loss depends on.
+class AutodiffPass : public Pass {
+ public:
+  AutodiffPass(std::string freeze, bool expose) : freeze_(std::move(freeze)), expose_(expose) {}
+  absl::string_view name() const override { return "autodiff"; }
+
+  absl::StatusOr<bool> Run(ir::Graph& g) override {
+    Value* loss = g.FindValue(kLossOutput);
+    if (loss == nullptr) return absl::FailedPreconditionError("no 'loss' value: run append-loss first");
+    OTTR_ASSIGN_OR_RETURN(std::vector<Value*> params, TrainableParameters(g, freeze_));
+    bool already = false;
+    for (Value* p : params) already |= g.FindValue(GradName(p->name())) != nullptr;
+    if (already) return false;
+    OTTR_ASSIGN_OR_RETURN(std::vector<Value*> grads, BuildGradients(g, loss, params));
+    for (size_t i = 0; i < params.size(); ++i) {
+      Value* grad = grads[i];
+      if (grad == nullptr) continue;  // the loss does not depend on it: not trained (PyTorch: None)
+      const std::string name = GradName(params[i]->name());
+      const bool fresh = grad->producer() != nullptr &&
+                         absl::StrContains(grad->producer()->origin(), "/grad") &&
+                         !absl::EndsWith(grad->name(), ".grad") && !g.IsRoot(grad);
+      if (fresh) {
+        g.RenameValue(grad, name);
+      } else {
+        OTTR_ASSIGN_OR_RETURN(grad, Add1(g, "Identity", {grad}, name, "autodiff"));
+      }
+      if (expose_) g.AddOutput(grad);
+    }
+    return true;
+  }
+
+ private:
+  std::string freeze_;
+  bool expose_;
+};
+
+// --- clip-gradients --------------------------------------------------------------------------------
+
+// torch.nn.utils.clip_grad_norm_: total = sqrt(Σ_p ||g_p||²); coef = min(1, max / (total + 1e-6));
+// every gradient is multiplied by coef.
+class ClipGradientsPass : public Pass {
+ public:
+  ClipGradientsPass(float max_norm, std::string freeze) : max_norm_(max_norm), freeze_(std::move(freeze)) {}
+  absl::string_view name() const override { return "clip-gradients"; }
+
+  absl::StatusOr<bool> Run(ir::Graph& g) override {
+    if (g.FindValue("ottr.grad_norm") != nullptr) return false;
+    OTTR_ASSIGN_OR_RETURN(std::vector<Value*> params, TrainableParameters(g, freeze_));
+    std::vector<Value*> grads;
+    for (Value* p : params) {
+      if (Value* gr = g.FindValue(GradName(p->name()))) grads.push_back(gr);
+    }
+    if (grads.empty()) return false;
+    const std::string origin = "clip-gradients";
+    const DType t = grads[0]->type().dtype;
+    std::vector<Value*> squares;
+    for (Value* gr : grads) {
+      OTTR_ASSIGN_OR_RETURN(Value * sq, Add1(g, "ReduceSumSquare", {gr}, gr->name() + ".sumsq",
+                                             origin, {{"keepdims", Attribute(int64_t{0})}}));
+      squares.push_back(sq);
+    }
+    OTTR_ASSIGN_OR_RETURN(Value * total, Add1(g, "Sum", squares, "ottr.grad_sumsq", origin));
+    OTTR_ASSIGN_OR_RETURN(Value * norm, Add1(g, "Sqrt", {total}, "ottr.grad_norm", origin));
+    OTTR_ASSIGN_OR_RETURN(Value * tiny, ConstantNode(g, ScalarOf(t, 1e-6), "clip.eps", origin));
+    OTTR_ASSIGN_OR_RETURN(Value * maxn, ConstantNode(g, ScalarOf(t, max_norm_), "clip.max", origin));
+    OTTR_ASSIGN_OR_RETURN(Value * one, ConstantNode(g, ScalarOf(t, 1.0), "clip.one", origin));
+    OTTR_ASSIGN_OR_RETURN(Value * denom, Add1(g, "Add", {norm, tiny}, "clip.denom", origin));
+    OTTR_ASSIGN_OR_RETURN(Value * coef, Add1(g, "Div", {maxn, denom}, "clip.coef", origin));
+    OTTR_ASSIGN_OR_RETURN(Value * clamped, Add1(g, "Min", {coef, one}, "clip.coef_clamped", origin));
+    for (Value* gr : grads) {
+      const std::string name = gr->name();
+      g.RenameValue(gr, g.UniqueName(name + ".unclipped"));
+      OTTR_ASSIGN_OR_RETURN(Value * scaled, Add1(g, "Mul", {gr, clamped}, name, origin));
+      // A graph output showing the gradient now shows the clipped one.
+      for (size_t k = 0; k < g.outputs().size(); ++k) {
+        if (g.outputs()[k] == gr) g.SetOutput(static_cast<int>(k), scaled);
+      }
+    }
+    return true;
+  }
+
+ private:
+  static Tensor ScalarOf(DType t, double v) {
+    Tensor s(t, {});
+    ir::VisitDType(t, [&]<typename T>() {
+      if constexpr (!std::is_void_v<T>) s.data<T>()[0] = ir::FromDouble<T>(v);
+    });
+    return s;
+  }
+  float max_norm_;
+  std::string freeze_;
+};
+
+// --- optimizer ---------------------------------------------------------------------------------------
+
+// Before:  %w.grad = ...
+// After:   input %ottr.lr : f32[]   init %ottr.step : i64[] = [0]   %step1 = Add(%ottr.step, 1)
+//          %w.new, %w.m.new, %w.v.new = ottr::AdamUpdate(%w, %w.grad, %ottr.lr, %step1, %w.m, %w.v)
+//          update %w <- %w.new ...   update %ottr.step <- %step1
+class OptimizerPass : public Pass {
+ public:
+  OptimizerPass(OptimizerSpec spec, std::string freeze) : spec_(spec), freeze_(std::move(freeze)) {}
+  absl::string_view name() const override { return "optimizer"; }
+
+  absl::StatusOr<bool> Run(ir::Graph& g) override {
+    if (g.FindValue(kLrInput) != nullptr) return false;
+    OTTR_ASSIGN_OR_RETURN(std::vector<Value*> params, TrainableParameters(g, freeze_));
+    const std::string origin = "optimizer";
+    OTTR_ASSIGN_OR_RETURN(Value * lr, g.AddInput(kLrInput, ir::TensorType(DType::kFloat32, ir::Shape{})));
+    OTTR_ASSIGN_OR_RETURN(Value * step, g.AddInitializer(kStepState, Tensor::Scalar<int64_t>(0)));
+    OTTR_ASSIGN_OR_RETURN(Value * one, ConstantNode(g, Tensor::Scalar<int64_t>(1), "ottr.one", origin));
+    OTTR_ASSIGN_OR_RETURN(Value * step1, Add1(g, "Add", {step, one}, "ottr.step.new", origin));
+    OTTR_RETURN_IF_ERROR(g.AddUpdate(step, step1));
+    for (Value* p : params) {
+      Value* grad = g.FindValue(GradName(p->name()));
+      if (grad == nullptr) continue;
+      const Tensor zeros(p->type().dtype, ir::StaticDims(*p->type().shape));
+      const std::string& pn = p->name();
+      if (spec_.kind == OptimizerSpec::Kind::kSgd) {
+        std::vector<Value*> ins = {p, grad, lr, step1};
+        std::vector<std::string> outs = {g.UniqueName(pn + ".new")};
+        Value* buf = nullptr;
+        if (spec_.momentum != 0.0f) {
+          OTTR_ASSIGN_OR_RETURN(buf, g.AddInitializer(g.UniqueName(pn + ".momentum_buffer"), zeros.Clone()));
+          ins.push_back(buf);
+          outs.push_back(g.UniqueName(buf->name() + ".new"));
+        }
+        OTTR_ASSIGN_OR_RETURN(
+            ir::Node * n,
+            Add(g, {"SGDUpdate", std::string(ir::kOttrDomain), ins, outs,
+                    {{"momentum", Attribute(spec_.momentum)},
+                     {"dampening", Attribute(spec_.dampening)},
+                     {"nesterov", Attribute(int64_t{spec_.nesterov ? 1 : 0})},
+                     {"weight_decay", Attribute(spec_.weight_decay)}},
+                    origin + "/" + pn}));
+        OTTR_RETURN_IF_ERROR(g.AddUpdate(p, n->output(0)));
+        if (buf != nullptr) OTTR_RETURN_IF_ERROR(g.AddUpdate(buf, n->output(1)));
+      } else {
+        OTTR_ASSIGN_OR_RETURN(Value * m, g.AddInitializer(g.UniqueName(pn + ".m"), zeros.Clone()));
+        OTTR_ASSIGN_OR_RETURN(Value * v, g.AddInitializer(g.UniqueName(pn + ".v"), zeros.Clone()));
+        OTTR_ASSIGN_OR_RETURN(
+            ir::Node * n,
+            Add(g, {"AdamUpdate", std::string(ir::kOttrDomain), {p, grad, lr, step1, m, v},
+                    {g.UniqueName(pn + ".new"), g.UniqueName(m->name() + ".new"),
+                     g.UniqueName(v->name() + ".new")},
+                    {{"beta1", Attribute(spec_.beta1)},
+                     {"beta2", Attribute(spec_.beta2)},
+                     {"epsilon", Attribute(spec_.epsilon)},
+                     {"weight_decay", Attribute(spec_.weight_decay)},
+                     {"decoupled", Attribute(int64_t{spec_.kind == OptimizerSpec::Kind::kAdamW})}},
+                    origin + "/" + pn}));
+        OTTR_RETURN_IF_ERROR(g.AddUpdate(p, n->output(0)));
+        OTTR_RETURN_IF_ERROR(g.AddUpdate(m, n->output(1)));
+        OTTR_RETURN_IF_ERROR(g.AddUpdate(v, n->output(2)));
+      }
+    }
+    return true;
+  }
+
+ private:
+  OptimizerSpec spec_;
+  std::string freeze_;
+};
+
+std::unique_ptr<Pass> Simplify() {
+  std::vector<std::unique_ptr<Pass>> inner;
+  inner.push_back(CreateConstantFoldingPass());
+  inner.push_back(CreateCsePass());
+  inner.push_back(CreateDcePass());
+  return std::make_unique<FixedPointPass>("simplify", std::move(inner));
+}
+
+}  // namespace
+
+std::string GradName(const std::string& param) { return param + ".grad"; }
+
+absl::StatusOr<std::vector<Value*>> TrainableParameters(const ir::Graph& g,
+                                                        const std::string& freeze) {
+  std::optional<std::regex> re;
+  if (!freeze.empty()) {
+    try {
+      re.emplace(freeze);
+    } catch (const std::regex_error& e) {
+      return absl::InvalidArgumentError(absl::StrCat("bad --freeze regex '", freeze, "': ", e.what()));
+    }
+  }
+  std::vector<Value*> out;
+  for (Value* v : g.initializers()) {
+    if (!ir::IsFloat(v->type().dtype)) continue;
+    if (v->name() == kStepState) continue;
+    if (re && std::regex_search(v->name(), *re)) continue;
+    // Optimizer state (an optimizer update's input past param, grad) is not a parameter.
+    bool is_state = false;
+    for (const ir::Use& u : v->uses()) {
+      is_state |= u.node->domain() == ir::kOttrDomain && u.index >= 2 &&
+                  (u.node->op_type() == "AdamUpdate" || u.node->op_type() == "SGDUpdate");
+    }
+    if (is_state) continue;
+    out.push_back(v);
+  }
+  return out;
+}
+
+absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
+  pm.Add(CreateInferShapesPass(spec.batch, spec.dims));
+  pm.Add(Simplify());
+  pm.Add(std::make_unique<AppendLossPass>(spec.loss));
+  pm.Add(std::make_unique<AutodiffPass>(spec.freeze, spec.expose_gradients));
+  if (spec.optimizer.max_grad_norm > 0) {
+    pm.Add(std::make_unique<ClipGradientsPass>(spec.optimizer.max_grad_norm, spec.freeze));
+  }
+  pm.Add(std::make_unique<OptimizerPass>(spec.optimizer, spec.freeze));
+  pm.Add(Simplify());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ir::Graph>> BuildTrainingGraph(const ir::Graph& forward,
+                                                              const TrainingSpec& spec,
+                                                              PassManagerOptions options) {
+  std::unique_ptr<ir::Graph> g = forward.Clone();
+  PassManager pm(std::move(options));
+  OTTR_RETURN_IF_ERROR(AddTrainingPasses(pm, spec));
+  OTTR_RETURN_IF_ERROR(pm.Run(*g).status());
+  return g;
+}
+
+}  // namespace ottr::passes

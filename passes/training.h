@@ -1,0 +1,82 @@
+// The training pipeline: turns an imported forward graph into one training-step graph
+// (forward, loss, backward, gradient clipping, optimizer update), as a list of passes so that
+// `ottr passes` can dump each stage.
+//
+// Conventions of the step graph:
+//   input  %labels       the loss's labels (i64[N] for cross-entropy, like the output for MSE)
+//   input  %ottr.lr      f32[] learning rate of this step (schedules run on the host)
+//   init   %ottr.step    i64[] steps taken so far; the step updates it to step + 1
+//   output %loss         f32[] the loss of this batch, then the model's outputs
+//   init   %<param>.m / .v / .momentum_buffer   optimizer state (zeros), updated by the step
+//   update %<param> <- new value, and likewise each state
+#ifndef OTTR_PASSES_TRAINING_H_
+#define OTTR_PASSES_TRAINING_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/graph.h"
+#include "passes/pass_manager.h"
+
+namespace ottr::passes {
+
+inline constexpr char kLabelsInput[] = "labels";
+inline constexpr char kLossOutput[] = "loss";
+inline constexpr char kLrInput[] = "ottr.lr";
+inline constexpr char kStepState[] = "ottr.step";
+
+struct LossSpec {
+  enum class Kind { kModelOutput, kSoftmaxCrossEntropy, kMse };
+  Kind kind = Kind::kSoftmaxCrossEntropy;
+  // The model output holding the loss (kModelOutput) or the logits / predictions; "" = the
+  // model's only output.
+  std::string output;
+  int64_t ignore_index = -100;
+  float label_smoothing = 0.0f;
+};
+
+struct OptimizerSpec {
+  enum class Kind { kSgd, kAdam, kAdamW };
+  Kind kind = Kind::kAdam;
+  float momentum = 0.0f;
+  float dampening = 0.0f;
+  bool nesterov = false;
+  float weight_decay = 0.0f;  // AdamW's default 0.01 is applied by the CLI
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float epsilon = 1e-8f;
+  float max_grad_norm = 0.0f;  // > 0: clip gradients by their global L2 norm
+};
+
+struct TrainingSpec {
+  LossSpec loss;
+  OptimizerSpec optimizer;
+  std::string freeze;  // regex: initializers whose names match are not trained
+  int64_t batch = 0;   // binds the leading dim of the inputs
+  std::vector<std::pair<std::string, int64_t>> dims;  // other symbolic dims
+  bool expose_gradients = false;  // keep "<param>.grad" as graph outputs (tests, tooling)
+};
+
+// The name of a parameter's gradient value in the step graph.
+std::string GradName(const std::string& param);
+
+// Adds the training pipeline's passes, in order, to `pm`:
+//   infer-shapes, simplify (constant-folding + cse + dce), append-loss, autodiff,
+//   clip-gradients (when asked), optimizer, simplify.
+absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec);
+
+// Runs the pipeline on a copy of `forward` and returns the step graph.
+absl::StatusOr<std::unique_ptr<ir::Graph>> BuildTrainingGraph(const ir::Graph& forward,
+                                                               const TrainingSpec& spec,
+                                                               PassManagerOptions options = {});
+
+// The trainable parameters: float initializers not matching `freeze` (a regex; "" = none).
+absl::StatusOr<std::vector<ir::Value*>> TrainableParameters(const ir::Graph& g,
+                                                            const std::string& freeze);
+
+}  // namespace ottr::passes
+
+#endif  // OTTR_PASSES_TRAINING_H_

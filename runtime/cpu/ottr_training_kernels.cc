@@ -1,0 +1,192 @@
+// CPU kernels of the ottr-domain training ops (see ir/ops/ottr_training_ops.cc for the math).
+// The optimizer kernels follow PyTorch's single-tensor implementations operation by operation, in
+// float32 with the scalar factors computed in double as Python does, so three steps match
+// PyTorch to about 1e-6 relative.
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/cpu/kernel.h"
+
+namespace ottr::runtime::cpu {
+namespace {
+
+// Reads a label as int64 from an int32 or int64 tensor.
+int64_t Label(const Tensor& labels, int64_t i) {
+  return labels.dtype() == DType::kInt32 ? labels.data<int32_t>()[i] : labels.data<int64_t>()[i];
+}
+
+absl::Status CheckLabels(KernelContext& ctx, const Tensor& labels, int64_t classes, int64_t ignore) {
+  for (int64_t i = 0; i < labels.num_elements(); ++i) {
+    const int64_t y = Label(labels, i);
+    if (y != ignore && (y < 0 || y >= classes)) {
+      return ctx.Error(absl::StrCat("label ", y, " at position ", i, " is outside [0, ", classes,
+                                    ") (ignore_index ", ignore, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status SceForward(KernelContext& ctx) {
+  const Tensor& logits = ctx.input(0);
+  const Tensor& labels = ctx.input(1);
+  const int64_t n = logits.dim(0), c = logits.dim(1);
+  const int64_t ignore = ctx.attr_int("ignore_index", -100);
+  const double eps = ctx.attr_float("label_smoothing", 0.0f);
+  if (labels.num_elements() != n) return ctx.Error("labels and logits disagree on the batch size");
+  absl::Status s = CheckLabels(ctx, labels, c, ignore);
+  if (!s.ok()) return s;
+  Tensor& lp = ctx.AllocateOutput(1, logits.dtype(), logits.dims());
+  double total = 0.0;
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const T* x = logits.data<T>() + i * c;
+    T* out = lp.data<T>() + i * c;
+    double mx = -INFINITY;
+    for (int64_t j = 0; j < c; ++j) mx = std::max(mx, static_cast<double>(x[j]));
+    double sum = 0.0;
+    for (int64_t j = 0; j < c; ++j) sum += std::exp(static_cast<double>(x[j]) - mx);
+    const double lse = mx + std::log(sum);
+    double all = 0.0;
+    for (int64_t j = 0; j < c; ++j) {
+      out[j] = static_cast<T>(static_cast<double>(x[j]) - lse);
+      all += static_cast<double>(out[j]);
+    }
+    const int64_t y = Label(labels, i);
+    if (y == ignore) continue;
+    total += (1.0 - eps) * -static_cast<double>(out[y]) + eps / c * -all;
+    ++count;
+  }
+  Tensor& loss = ctx.AllocateOutput(0, logits.dtype(), {});
+  loss.data<T>()[0] = static_cast<T>(total / static_cast<double>(count));
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status SceBackward(KernelContext& ctx) {
+  const double dloss = ctx.input(0).GetAsDouble(0);
+  const Tensor& lp = ctx.input(1);
+  const Tensor& labels = ctx.input(2);
+  const int64_t n = lp.dim(0), c = lp.dim(1);
+  const int64_t ignore = ctx.attr_int("ignore_index", -100);
+  const double eps = ctx.attr_float("label_smoothing", 0.0f);
+  absl::Status s = CheckLabels(ctx, labels, c, ignore);
+  if (!s.ok()) return s;
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) count += Label(labels, i) != ignore;
+  Tensor& dx = ctx.AllocateOutput(0, lp.dtype(), lp.dims());
+  const double scale = dloss / static_cast<double>(count);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t y = Label(labels, i);
+    T* d = dx.data<T>() + i * c;
+    if (y == ignore) continue;  // stays zero
+    const T* l = lp.data<T>() + i * c;
+    for (int64_t j = 0; j < c; ++j) {
+      const double target = (j == y ? 1.0 - eps : 0.0) + eps / c;
+      d[j] = static_cast<T>((std::exp(static_cast<double>(l[j])) - target) * scale);
+    }
+  }
+  return absl::OkStatus();
+}
+
+template <template <typename> class F>
+absl::Status DispatchFloat(KernelContext& ctx, DType t) {
+  if (t == DType::kFloat32) return F<float>::Run(ctx);
+  if (t == DType::kFloat64) return F<double>::Run(ctx);
+  return ctx.Unsupported(absl::StrCat("element type ", ir::DTypeName(t)));
+}
+template <typename T> struct SceForwardOp { static absl::Status Run(KernelContext& c) { return SceForward<T>(c); } };
+template <typename T> struct SceBackwardOp { static absl::Status Run(KernelContext& c) { return SceBackward<T>(c); } };
+
+template <typename T>
+absl::Status SgdUpdate(KernelContext& ctx) {
+  const Tensor& p = ctx.input(0);
+  const Tensor& g = ctx.input(1);
+  const T lr = static_cast<T>(ctx.input(2).GetAsDouble(0));
+  const int64_t step = ctx.input(3).GetAsInt64(0);
+  const T momentum = static_cast<T>(ctx.attr_float("momentum", 0.0f));
+  const T dampening = static_cast<T>(ctx.attr_float("dampening", 0.0f));
+  const bool nesterov = ctx.attr_int("nesterov", 0) != 0;
+  const T wd = static_cast<T>(ctx.attr_float("weight_decay", 0.0f));
+  const bool has_buf = ctx.has_input(4);
+  Tensor& out = ctx.AllocateOutput(0, p.dtype(), p.dims());
+  Tensor* buf_out = has_buf ? &ctx.AllocateOutput(1, p.dtype(), p.dims()) : nullptr;
+  for (int64_t i = 0; i < p.num_elements(); ++i) {
+    const T x = p.data<T>()[i];
+    T d = g.data<T>()[i];
+    if (wd != 0) d = d + wd * x;
+    if (has_buf) {
+      T b = step <= 1 ? d : momentum * ctx.input(4).data<T>()[i] + (1 - dampening) * d;
+      buf_out->data<T>()[i] = b;
+      d = nesterov ? d + momentum * b : b;
+    }
+    out.data<T>()[i] = x - lr * d;
+  }
+  return absl::OkStatus();
+}
+template <typename T> struct SgdOp { static absl::Status Run(KernelContext& c) { return SgdUpdate<T>(c); } };
+
+template <typename T>
+absl::Status AdamUpdate(KernelContext& ctx) {
+  const Tensor& p = ctx.input(0);
+  const Tensor& g = ctx.input(1);
+  const double lr = ctx.input(2).GetAsDouble(0);
+  const int64_t step = ctx.input(3).GetAsInt64(0);
+  const Tensor& m = ctx.input(4);
+  const Tensor& v = ctx.input(5);
+  const double beta1 = ctx.attr_float("beta1", 0.9f);
+  const double beta2 = ctx.attr_float("beta2", 0.999f);
+  const T eps = static_cast<T>(ctx.attr_float("epsilon", 1e-8f));
+  const double wd = ctx.attr_float("weight_decay", 0.0f);
+  const bool decoupled = ctx.attr_int("decoupled", 0) != 0;
+  if (step < 1) return ctx.Error(absl::StrCat("step must be >= 1, got ", step));
+  // Python-float scalars, as torch.optim.Adam computes them.
+  const double bc1 = 1.0 - std::pow(beta1, static_cast<double>(step));
+  const double bc2 = 1.0 - std::pow(beta2, static_cast<double>(step));
+  const T step_size = static_cast<T>(lr / bc1);
+  const T bc2_sqrt = static_cast<T>(std::sqrt(bc2));
+  const T decay = static_cast<T>(1.0 - lr * wd);
+  const T w1 = static_cast<T>(1.0 - beta1);
+  const T b2 = static_cast<T>(beta2);
+  const T w2 = static_cast<T>(1.0 - beta2);
+  const T wdt = static_cast<T>(wd);
+  Tensor& po = ctx.AllocateOutput(0, p.dtype(), p.dims());
+  Tensor& mo = ctx.AllocateOutput(1, m.dtype(), m.dims());
+  Tensor& vo = ctx.AllocateOutput(2, v.dtype(), v.dims());
+  for (int64_t i = 0; i < p.num_elements(); ++i) {
+    T x = p.data<T>()[i];
+    T d = g.data<T>()[i];
+    if (wd != 0.0) {
+      if (decoupled) {
+        x = x * decay;
+      } else {
+        d = d + wdt * x;
+      }
+    }
+    const T mi = m.data<T>()[i];
+    const T mn = mi + w1 * (d - mi);  // lerp(m, g, 1 - beta1)
+    const T vn = v.data<T>()[i] * b2 + w2 * d * d;
+    const T denom = std::sqrt(vn) / bc2_sqrt + eps;
+    po.data<T>()[i] = x - step_size * (mn / denom);
+    mo.data<T>()[i] = mn;
+    vo.data<T>()[i] = vn;
+  }
+  return absl::OkStatus();
+}
+template <typename T> struct AdamOp { static absl::Status Run(KernelContext& c) { return AdamUpdate<T>(c); } };
+
+}  // namespace
+
+void RegisterOttrTrainingKernels(KernelRegistry& r) {
+  const std::string d(ir::kOttrDomain);
+  r.Register(d, "SoftmaxCrossEntropy", [](KernelContext& c) {
+    return DispatchFloat<SceForwardOp>(c, c.input(0).dtype());
+  });
+  r.Register(d, "SoftmaxCrossEntropyGrad", [](KernelContext& c) {
+    return DispatchFloat<SceBackwardOp>(c, c.input(1).dtype());
+  });
+  r.Register(d, "SGDUpdate", [](KernelContext& c) { return DispatchFloat<SgdOp>(c, c.input(0).dtype()); });
+  r.Register(d, "AdamUpdate", [](KernelContext& c) { return DispatchFloat<AdamOp>(c, c.input(0).dtype()); });
+}
+
+}  // namespace ottr::runtime::cpu

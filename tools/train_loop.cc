@@ -1,0 +1,300 @@
+#include "tools/train_loop.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "importer/exporter.h"
+#include "importer/onnx_importer.h"
+#include "importer/tensor_proto.h"
+#include "ir/status.h"
+#include "runtime/checkpoint.h"
+#include "runtime/cpu/cpu_executor.h"
+#include "tools/eval.h"
+
+namespace ottr::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using ir::Tensor;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+std::string FormatDuration(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  const int64_t t = static_cast<int64_t>(s + 0.5);
+  return t >= 3600 ? absl::StrFormat("%d:%02d:%02d", t / 3600, t / 60 % 60, t % 60)
+                   : absl::StrFormat("%d:%02d", t / 60, t % 60);
+}
+
+// Writes progress: a redrawn bar on a terminal, a plain line every `every` steps otherwise.
+class Progress {
+ public:
+  Progress(int64_t total, int64_t every) : total_(total), every_(every), tty_(isatty(fileno(stdout))) {
+    start_ = Clock::now();
+  }
+  void Update(int64_t done, double loss) {
+    const double elapsed = Seconds(start_, Clock::now());
+    const double rate = done / std::max(elapsed, 1e-9);
+    const double eta = (total_ - done) / std::max(rate, 1e-9);
+    if (tty_) {
+      const int width = 30;
+      const int filled = total_ > 0 ? static_cast<int>(width * done / total_) : 0;
+      std::printf("\r[%s%s] %lld/%lld  %.1f steps/s  loss %.4f  ETA %s ", std::string(filled, '#').c_str(),
+                  std::string(width - filled, '.').c_str(), static_cast<long long>(done),
+                  static_cast<long long>(total_), rate, loss, FormatDuration(eta).c_str());
+      std::fflush(stdout);
+    } else if (every_ > 0 && (done % every_ == 0 || done == total_)) {
+      std::printf("step %lld/%lld  loss %.4f  %.1f steps/s  ETA %s\n", static_cast<long long>(done),
+                  static_cast<long long>(total_), loss, rate, FormatDuration(eta).c_str());
+      std::fflush(stdout);
+    }
+  }
+  void EndLine() {
+    if (tty_) std::printf("\n");
+  }
+
+ private:
+  int64_t total_;
+  int64_t every_;
+  bool tty_;
+  Clock::time_point start_;
+};
+
+// The step graph's persistent state: every initializer it updates.
+std::vector<std::string> StateNames(const ir::Graph& step) {
+  std::vector<std::string> names;
+  for (const ir::StateUpdate& u : step.updates()) names.push_back(u.target->name());
+  return names;
+}
+
+absl::Status SaveCheckpoint(const std::string& path, const runtime::cpu::CpuExecutor& exec,
+                            const ir::Graph& step, int64_t steps_done, int64_t epoch,
+                            int64_t batch_in_epoch, uint64_t seed) {
+  runtime::Checkpoint ckpt;
+  for (const std::string& n : StateNames(step)) ckpt.tensors[n] = *exec.State(n);
+  ckpt.meta["steps_done"] = absl::StrCat(steps_done);
+  ckpt.meta["epoch"] = absl::StrCat(epoch);
+  ckpt.meta["batch_in_epoch"] = absl::StrCat(batch_in_epoch);
+  ckpt.meta["seed"] = absl::StrCat(seed);
+  ckpt.meta["rng"] = exec.SaveRngState();
+  return runtime::WriteCheckpoint(path, ckpt);
+}
+
+int64_t MetaInt(const runtime::Checkpoint& c, const std::string& key) {
+  int64_t v = 0;
+  auto it = c.meta.find(key);
+  if (it != c.meta.end()) (void)absl::SimpleAtoi(it->second, &v);
+  return v;
+}
+
+}  // namespace
+
+double LrSchedule::At(int64_t step, int64_t total) const {
+  if (warmup_steps > 0 && step < warmup_steps) return lr * (step + 1) / warmup_steps;
+  const int64_t s = step - warmup_steps;
+  switch (kind) {
+    case Kind::kConstant: return lr;
+    case Kind::kStep: return lr * std::pow(gamma, static_cast<double>(s / std::max<int64_t>(step_size, 1)));
+    case Kind::kCosine: {
+      const double t = std::max<int64_t>(total - warmup_steps, 1);
+      return min_lr + (lr - min_lr) * 0.5 * (1.0 + std::cos(M_PI * std::min<double>(s, t) / t));
+    }
+  }
+  return lr;
+}
+
+absl::Status RunTraining(const std::string& model_path, const runtime::DataSource& data,
+                         const TrainConfig& config) {
+  if (config.device != "cpu") {
+    return absl::UnimplementedError(absl::StrCat("--device ", config.device,
+                                                 ": this build trains on the CPU only"));
+  }
+  OTTR_ASSIGN_OR_RETURN(std::unique_ptr<ir::Graph> forward, importer::ImportModelFile(model_path));
+  passes::TrainingSpec spec = config.spec;
+  const bool steps_data = data.kind == runtime::DataSource::Kind::kSteps;
+  if (steps_data) {
+    auto it = data.steps[0].find("labels");
+    if (it == data.steps[0].end()) {
+      return absl::InvalidArgumentError("--data: step_0 has no 'labels' tensor");
+    }
+    spec.batch = it->second.dim(0);
+  }
+  // The input the features feed.
+  std::string input = config.input;
+  if (input.empty() && !steps_data) {
+    if (forward->inputs().size() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat("the model has ", forward->inputs().size(),
+                                                     " inputs: name the one the data feeds with --input"));
+    }
+    input = forward->inputs()[0]->name();
+  }
+  std::vector<int64_t> feature_dims;
+  if (!steps_data) {
+    const ir::Value* in = forward->FindValue(input);
+    if (in == nullptr || in->kind() != ir::Value::Kind::kInput) {
+      return absl::InvalidArgumentError(absl::StrCat("the model has no input named '", input, "'"));
+    }
+    if (!in->type().has_rank() || in->type().rank() < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", input, "' has no known rank"));
+    }
+    for (size_t d = 1; d < in->type().shape->size(); ++d) {
+      const ir::Dim& dim = (*in->type().shape)[d];
+      if (!dim.is_static()) {
+        return absl::InvalidArgumentError(absl::StrCat("input '", input, "' has a non-static dimension ",
+                                                       d, " (", in->type().ToString(), "): bind it with --dim"));
+      }
+      feature_dims.push_back(dim.value());
+    }
+    const ir::Dim& lead = (*in->type().shape)[0];
+    if (lead.is_static() && lead.value() != spec.batch) {
+      return absl::InvalidArgumentError(absl::StrCat("the model's input '", input, "' has a fixed batch of ",
+                                                     lead.value(), "; use --batch ", lead.value()));
+    }
+  }
+  OTTR_ASSIGN_OR_RETURN(std::unique_ptr<ir::Graph> step, passes::BuildTrainingGraph(*forward, spec));
+  runtime::cpu::CpuExecutorOptions exec_options;
+  exec_options.seed = config.seed;
+  exec_options.auto_commit = false;
+  OTTR_ASSIGN_OR_RETURN(auto exec, runtime::cpu::CpuExecutor::Create(*step, exec_options));
+
+  // Steps per epoch and in total.
+  const int64_t n_train = steps_data ? static_cast<int64_t>(data.steps.size()) : data.train.size();
+  const int64_t per_epoch = steps_data ? n_train : n_train / spec.batch;
+  if (per_epoch == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("the training set has ", n_train,
+                                                   " examples, fewer than one batch of ", spec.batch));
+  }
+  int64_t total = per_epoch * config.epochs;
+  if (config.max_steps > 0) total = config.max_steps;
+  const int64_t epochs = (total + per_epoch - 1) / per_epoch;
+
+  int64_t steps_done = 0;
+  if (!config.resume.empty()) {
+    OTTR_ASSIGN_OR_RETURN(runtime::Checkpoint ckpt, runtime::ReadCheckpoint(config.resume));
+    for (const std::string& n : StateNames(*step)) {
+      auto it = ckpt.tensors.find(n);
+      if (it == ckpt.tensors.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(config.resume, ": no state '", n,
+                                                       "' (a checkpoint of another model or optimizer?)"));
+      }
+      OTTR_RETURN_IF_ERROR(AnnotateStatus(exec->SetState(n, it->second), config.resume));
+    }
+    OTTR_RETURN_IF_ERROR(exec->LoadRngState(ckpt.meta["rng"]));
+    steps_done = MetaInt(ckpt, "steps_done");
+    if (MetaInt(ckpt, "seed") != static_cast<int64_t>(config.seed)) {
+      return absl::InvalidArgumentError(absl::StrCat(config.resume, " was written with --seed ",
+                                                     ckpt.meta["seed"], ", this run uses ", config.seed));
+    }
+    std::printf("resumed from %s at step %lld\n", config.resume.c_str(), static_cast<long long>(steps_done));
+  }
+
+  std::unique_ptr<Evaluator> evaluator;
+  const runtime::ArrayDataset* test = !steps_data && data.test.size() > 0 ? &data.test : nullptr;
+  if (test != nullptr) {
+    OTTR_ASSIGN_OR_RETURN(evaluator, Evaluator::Create(*forward, input, spec.loss.output, config.eval_batch));
+  }
+  const std::vector<std::string> state_names = StateNames(*step);
+  std::printf("training %s: %lld parameters tensors, batch %lld, %lld steps/epoch, %lld epochs, %s\n",
+              model_path.c_str(), static_cast<long long>(state_names.size()),
+              static_cast<long long>(spec.batch), static_cast<long long>(per_epoch),
+              static_cast<long long>(epochs), config.device.c_str());
+  Progress progress(total, config.log_every);
+  double last_accuracy = -1.0;
+  for (int64_t epoch = steps_done / per_epoch; epoch < epochs && steps_done < total; ++epoch) {
+    const auto t0 = Clock::now();
+    const std::vector<int64_t> order =
+        steps_data ? std::vector<int64_t>() : runtime::EpochPermutation(n_train, config.seed, epoch);
+    double loss_sum = 0.0;
+    int64_t loss_count = 0;
+    for (int64_t b = steps_done % per_epoch; b < per_epoch && steps_done < total; ++b) {
+      runtime::TensorMap feeds;
+      if (steps_data) {
+        feeds = data.steps[b];
+      } else {
+        std::vector<int64_t> idx(order.begin() + b * spec.batch, order.begin() + (b + 1) * spec.batch);
+        OTTR_ASSIGN_OR_RETURN(feeds, runtime::MakeBatch(data.train, idx, input, feature_dims,
+                                                        passes::kLabelsInput));
+      }
+      feeds[passes::kLrInput] =
+          Tensor::Scalar<float>(static_cast<float>(config.schedule.At(steps_done, total)));
+      auto out = exec->Run(feeds);
+      if (!out.ok()) return AnnotateStatus(out.status(), absl::StrCat("step ", steps_done));
+      const double loss = (*out)[0].GetAsDouble(0);
+      bool finite = std::isfinite(loss);
+      for (const Tensor& t : exec->pending_updates()) {
+        for (int64_t i = 0; finite && i < t.num_elements() && ir::IsFloat(t.dtype()); ++i) {
+          finite = std::isfinite(t.GetAsDouble(i));
+        }
+      }
+      if (!finite) {
+        // Find the first non-finite tensor by re-running the step with checks on.
+        exec->set_check_finite(true);
+        auto diag = exec->Run(feeds);
+        exec->set_check_finite(false);
+        const std::string where = diag.ok() ? "a state update" : std::string(diag.status().message());
+        progress.EndLine();
+        if (!config.nan_skip) {
+          return absl::DataLossError(absl::StrCat("step ", steps_done, ": the loss is ", loss, "; first non-finite tensor: ",
+                                                  where, ". Parameters stay as before this step; "
+                                                  "use --nan-policy skip to skip such steps"));
+        }
+        std::printf("step %lld: loss %g is not finite (%s): step skipped\n",
+                    static_cast<long long>(steps_done), loss, where.c_str());
+        ++steps_done;
+        continue;
+      }
+      exec->CommitUpdates();
+      loss_sum += loss;
+      ++loss_count;
+      ++steps_done;
+      progress.Update(steps_done, loss);
+      if (!config.checkpoint.empty() && config.checkpoint_every > 0 &&
+          steps_done % config.checkpoint_every == 0) {
+        OTTR_RETURN_IF_ERROR(SaveCheckpoint(config.checkpoint, *exec, *step, steps_done, epoch,
+                                            b + 1, config.seed));
+      }
+    }
+    progress.EndLine();
+    const double train_loss = loss_count ? loss_sum / loss_count : NAN;
+    std::string line = absl::StrFormat("epoch %d/%d: train loss %.4f", epoch + 1, epochs, train_loss);
+    if (evaluator != nullptr) {
+      for (const std::string& n : state_names) {
+        if (forward->FindValue(n) != nullptr) OTTR_RETURN_IF_ERROR(evaluator->SetParameter(n, *exec->State(n)));
+      }
+      OTTR_ASSIGN_OR_RETURN(EvalResult r, evaluator->Evaluate(*test));
+      last_accuracy = r.accuracy;
+      absl::StrAppend(&line, absl::StrFormat(", test loss %.4f, test accuracy %.4f", r.loss, r.accuracy));
+    }
+    absl::StrAppend(&line, absl::StrFormat(" (%.1f s)", Seconds(t0, Clock::now())));
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+    if (!config.checkpoint.empty()) {
+      OTTR_RETURN_IF_ERROR(SaveCheckpoint(config.checkpoint, *exec, *step, steps_done, epoch,
+                                          steps_done % per_epoch, config.seed));
+    }
+  }
+  if (!config.out.empty()) {
+    OTTR_ASSIGN_OR_RETURN(onnx::ModelProto proto, importer::LoadModelProto(model_path));
+    for (const std::string& n : state_names) {
+      ir::Value* v = forward->FindValue(n);
+      if (v != nullptr && v->is_initializer()) OTTR_RETURN_IF_ERROR(forward->SetInitializerData(v, *exec->State(n)));
+    }
+    OTTR_RETURN_IF_ERROR(importer::UpdateInitializers(*forward, proto));
+    std::string bytes;
+    if (!proto.SerializeToString(&bytes)) return absl::ResourceExhaustedError("the trained model is too large");
+    OTTR_RETURN_IF_ERROR(importer::WriteFileAtomically(config.out, bytes));
+    std::printf("wrote %s\n", config.out.c_str());
+  }
+  if (last_accuracy >= 0) std::printf("test accuracy: %.4f\n", last_accuracy);
+  return absl::OkStatus();
+}
+
+}  // namespace ottr::tools

@@ -1,0 +1,89 @@
+#include "tools/training_flags.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "ir/status.h"
+
+namespace ottr::tools {
+
+std::set<std::string> TrainingValueFlags() {
+  return {"loss", "logits", "loss-output", "ignore-index", "label-smoothing", "optimizer", "lr",
+          "momentum", "dampening", "weight-decay", "beta1", "beta2", "eps", "clip-grad-norm",
+          "batch", "freeze", "dim"};
+}
+
+std::set<std::string> TrainingSwitchFlags() { return {"nesterov"}; }
+
+absl::StatusOr<passes::TrainingSpec> ParseTrainingSpec(const Args& args, int64_t default_batch) {
+  passes::TrainingSpec spec;
+  OTTR_ASSIGN_OR_RETURN(spec.batch, args.get_int("batch", default_batch));
+  if (spec.batch <= 0) return absl::InvalidArgumentError("--batch must be positive");
+  const std::string loss = args.get("loss", args.has("loss-output") ? "output" : "softmax_cross_entropy");
+  if (args.has("loss-output")) {
+    spec.loss.kind = passes::LossSpec::Kind::kModelOutput;
+    spec.loss.output = args.get("loss-output");
+  } else if (loss == "softmax_cross_entropy" || loss == "cross_entropy" || loss == "sce") {
+    spec.loss.kind = passes::LossSpec::Kind::kSoftmaxCrossEntropy;
+  } else if (loss == "mse") {
+    spec.loss.kind = passes::LossSpec::Kind::kMse;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("--loss ", loss,
+                                                   ": expected softmax_cross_entropy or mse (or "
+                                                   "--loss-output NAME)"));
+  }
+  if (args.has("logits")) spec.loss.output = args.get("logits");
+  OTTR_ASSIGN_OR_RETURN(spec.loss.ignore_index, args.get_int("ignore-index", -100));
+  OTTR_ASSIGN_OR_RETURN(double smoothing, args.get_double("label-smoothing", 0.0));
+  if (smoothing < 0 || smoothing > 1) return absl::InvalidArgumentError("--label-smoothing must be in [0, 1]");
+  spec.loss.label_smoothing = static_cast<float>(smoothing);
+
+  const std::string opt = args.get("optimizer", "adam");
+  passes::OptimizerSpec& o = spec.optimizer;
+  if (opt == "sgd") {
+    o.kind = passes::OptimizerSpec::Kind::kSgd;
+  } else if (opt == "adam") {
+    o.kind = passes::OptimizerSpec::Kind::kAdam;
+  } else if (opt == "adamw") {
+    o.kind = passes::OptimizerSpec::Kind::kAdamW;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("--optimizer ", opt, ": expected sgd, adam or adamw"));
+  }
+  OTTR_ASSIGN_OR_RETURN(double momentum, args.get_double("momentum", 0.0));
+  OTTR_ASSIGN_OR_RETURN(double dampening, args.get_double("dampening", 0.0));
+  // PyTorch's defaults: AdamW weight_decay 0.01, the others 0.
+  OTTR_ASSIGN_OR_RETURN(double wd, args.get_double("weight-decay", opt == "adamw" ? 0.01 : 0.0));
+  OTTR_ASSIGN_OR_RETURN(double beta1, args.get_double("beta1", 0.9));
+  OTTR_ASSIGN_OR_RETURN(double beta2, args.get_double("beta2", 0.999));
+  OTTR_ASSIGN_OR_RETURN(double eps, args.get_double("eps", 1e-8));
+  OTTR_ASSIGN_OR_RETURN(double clip, args.get_double("clip-grad-norm", 0.0));
+  if (momentum < 0 || dampening < 0 || wd < 0 || clip < 0 || eps <= 0) {
+    return absl::InvalidArgumentError("optimizer hyper-parameters must not be negative");
+  }
+  if (args.has("nesterov") && (momentum <= 0 || dampening != 0)) {
+    return absl::InvalidArgumentError("--nesterov needs --momentum > 0 and no dampening (as PyTorch)");
+  }
+  if (opt != "sgd" && (args.has("momentum") || args.has("nesterov"))) {
+    return absl::InvalidArgumentError(absl::StrCat("--momentum/--nesterov apply to --optimizer sgd, not ", opt));
+  }
+  o.momentum = static_cast<float>(momentum);
+  o.dampening = static_cast<float>(dampening);
+  o.nesterov = args.has("nesterov");
+  o.weight_decay = static_cast<float>(wd);
+  o.beta1 = static_cast<float>(beta1);
+  o.beta2 = static_cast<float>(beta2);
+  o.epsilon = static_cast<float>(eps);
+  o.max_grad_norm = static_cast<float>(clip);
+  spec.freeze = args.get("freeze");
+  for (const std::string& d : args.get_all("dim")) {
+    std::vector<std::string> kv = absl::StrSplit(d, '=');
+    int64_t v;
+    if (kv.size() != 2 || !absl::SimpleAtoi(kv[1], &v) || v <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--dim ", d, ": expected SYMBOL=SIZE"));
+    }
+    spec.dims.emplace_back(kv[0], v);
+  }
+  return spec;
+}
+
+}  // namespace ottr::tools
