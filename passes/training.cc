@@ -328,6 +328,13 @@ absl::StatusOr<std::vector<Value*>> TrainableParameters(const ir::Graph& g,
                   (u.node->op_type() == "AdamUpdate" || u.node->op_type() == "SGDUpdate");
     }
     if (is_state) continue;
+    // BatchNormalization's running statistics (inputs 3 and 4) are state, not parameters.
+    bool only_statistics = !v->uses().empty();
+    for (const ir::Use& u : v->uses()) {
+      only_statistics &= u.node->domain().empty() && u.node->op_type() == "BatchNormalization" &&
+                         u.index >= 3;
+    }
+    if (only_statistics) continue;
     out.push_back(v);
   }
   return out;

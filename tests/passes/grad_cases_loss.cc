@@ -85,6 +85,20 @@ std::vector<GradCase> LossGradCases() {
   AddSoftmaxFamily(cases);
   AddLoss(cases, "SoftmaxCrossEntropyLoss");
   AddLoss(cases, "NegativeLogLikelihoodLoss");
+  // ottr's appended loss: mean cross-entropy with label smoothing and an ignored row.
+  for (float smoothing : {0.0f, 0.1f}) {
+    GradCase c;
+    c.name = smoothing == 0.0f ? "ottr_SoftmaxCrossEntropy" : "ottr_SoftmaxCrossEntropy_smoothing";
+    c.op_type = "SoftmaxCrossEntropy";
+    c.domain = "ottr";
+    c.inputs = {RandomDouble({5, 4}, 91, -2.0, 2.0),
+                ir::Tensor::FromVector<int64_t>({5}, {3, 0, -100, 2, 1})};
+    c.attrs = {{"ignore_index", ir::Attribute(int64_t{-100})},
+               {"label_smoothing", ir::Attribute(smoothing)}};
+    c.num_outputs = 2;
+    c.outputs = {0};
+    cases.push_back(c);
+  }
   return cases;
 }
 

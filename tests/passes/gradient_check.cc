@@ -34,6 +34,14 @@ absl::StatusOr<LossGraph> BuildLossGraph(const GradCase& c) {
       lg.inputs.push_back(nullptr);
       continue;
     }
+    if (!ir::IsFloat(c.inputs[i].dtype())) {
+      // Integer inputs (shapes, axes, indices, labels) are constants, as in real models, so
+      // shape functions see their values and outputs get static shapes.
+      OTTR_ASSIGN_OR_RETURN(ir::Value * v, g.AddInitializer(absl::StrCat("in", i), c.inputs[i]));
+      spec.inputs.push_back(v);
+      lg.inputs.push_back(nullptr);
+      continue;
+    }
     OTTR_ASSIGN_OR_RETURN(ir::Value * v, g.AddInput(absl::StrCat("in", i), c.inputs[i].type()));
     spec.inputs.push_back(v);
     lg.inputs.push_back(v);
