@@ -41,6 +41,16 @@ class GraphImporter {
                                                 const OuterScope* outer) {
     auto g = std::make_unique<Graph>(gp.name().empty() ? "main" : gp.name());
     for (const auto& [d, v] : opsets_) g->set_opset_import(d, v);
+    OTTR_RETURN_IF_ERROR(ImportInto(*g, gp, outer, /*merge=*/false));
+    return g;
+  }
+
+  // Imports `gp`'s initializers, inputs, nodes and outputs into `g`. With `merge`, inputs and
+  // initializers that `g` already has by name refer to those values (a TrainingInfoProto's
+  // algorithm graph reading the main graph).
+  absl::Status ImportInto(Graph& graph, const onnx::GraphProto& gp, const OuterScope* outer,
+                          bool merge) {
+    Graph* g = &graph;
     if (gp.sparse_initializer_size() > 0) {
       return absl::UnimplementedError(absl::StrCat("graph '", gp.name(), "': sparse initializers"));
     }
@@ -48,13 +58,15 @@ class GraphImporter {
     for (const onnx::TensorProto& tp : gp.initializer()) {
       OTTR_ASSIGN_OR_RETURN(Tensor t, TensorFromProto(tp, options_.model_dir));
       if (tp.name().empty()) return absl::InvalidArgumentError("an initializer has no name");
-      OTTR_RETURN_IF_ERROR(g->AddInitializer(tp.name(), std::move(t)).status());
       initializer_names.insert(tp.name());
+      if (merge && g->FindValue(tp.name()) != nullptr) continue;
+      OTTR_RETURN_IF_ERROR(g->AddInitializer(tp.name(), std::move(t)).status());
     }
     for (const onnx::ValueInfoProto& vi : gp.input()) {
       // Before IR version 4 every initializer was also listed as an input: it stays an
       // initializer (a default a feed may override).
       if (initializer_names.contains(vi.name())) continue;
+      if (merge && g->FindValue(vi.name()) != nullptr) continue;
       auto type = TypeFromValueInfo(vi);
       if (!type.ok()) return AnnotateStatus(type.status(), absl::StrCat("graph input '", vi.name(), "'"));
       for (ir::Dim& d : type->shape.value_or(ir::Shape{})) {
@@ -91,9 +103,9 @@ class GraphImporter {
         }
         if (!v->type().has_rank() || v->type().dtype == ir::DType::kUndefined) v->set_type(*type);
       }
-      g->AddOutput(v);
+      if (!g->IsGraphOutput(v)) g->AddOutput(v);
     }
-    return g;
+    return absl::OkStatus();
   }
 
  private:
@@ -303,6 +315,50 @@ absl::StatusOr<std::unique_ptr<Graph>> ImportModel(const onnx::ModelProto& model
   GraphImporter importer(options, opsets);
   OTTR_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, importer.Import(model.graph(), nullptr));
   return g;
+}
+
+absl::StatusOr<TrainingInfoImport> ImportTrainingInfo(const onnx::ModelProto& model,
+                                                      const ImportOptions& options) {
+  if (model.training_info_size() == 0) {
+    return absl::InvalidArgumentError("the model has no TrainingInfoProto");
+  }
+  if (model.training_info_size() > 1) {
+    return absl::UnimplementedError("models with several TrainingInfoProtos");
+  }
+  const onnx::TrainingInfoProto& info = model.training_info(0);
+  OTTR_ASSIGN_OR_RETURN(TrainingInfoImport out, [&]() -> absl::StatusOr<TrainingInfoImport> {
+    TrainingInfoImport r;
+    OTTR_ASSIGN_OR_RETURN(r.step, ImportModel(model, options));
+    return r;
+  }());
+  std::map<std::string, int64_t> opsets;
+  for (const auto& [d, v] : out.step->opset_imports()) opsets[d] = v;
+  GraphImporter importer(options, opsets);
+  // The algorithm reads the main graph's values by name and adds its own nodes and outputs.
+  out.step->ClearOutputs();
+  absl::Status s = importer.ImportInto(*out.step, info.algorithm(), nullptr, /*merge=*/true);
+  if (!s.ok()) return AnnotateStatus(s, "training algorithm");
+  for (const auto& kv : info.update_binding()) {
+    ir::Value* target = out.step->FindValue(kv.key());
+    ir::Value* value = out.step->FindValue(kv.value());
+    if (target == nullptr || !target->is_initializer() || value == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("update_binding ", kv.key(), " <- ", kv.value(),
+                                                     ": names no initializer or no algorithm output"));
+    }
+    OTTR_RETURN_IF_ERROR(out.step->AddUpdate(target, value));
+  }
+  if (info.has_initialization() && info.initialization().node_size() > 0) {
+    auto init = std::make_unique<Graph>("initialization");
+    for (const auto& [d, v] : opsets) init->set_opset_import(d, v);
+    GraphImporter init_importer(options, opsets);
+    OTTR_RETURN_IF_ERROR(AnnotateStatus(init_importer.ImportInto(*init, info.initialization(), nullptr, false),
+                                        "training initialization"));
+    out.initialization = std::move(init);
+    for (const auto& kv : info.initialization_binding()) {
+      out.initialization_binding.emplace_back(kv.key(), kv.value());
+    }
+  }
+  return out;
 }
 
 absl::StatusOr<std::unique_ptr<Graph>> ImportModelFile(const std::string& path,

@@ -33,6 +33,18 @@ absl::StatusOr<std::unique_ptr<ir::Graph>> ImportModel(const onnx::ModelProto& m
 absl::StatusOr<std::unique_ptr<ir::Graph>> ImportModelFile(const std::string& path,
                                                            ImportOptions options = {});
 
+// A model's TrainingInfoProto as ottr runs it: `step` is the main graph with the algorithm's
+// nodes merged in (they read the main graph's values by name), the algorithm's outputs as graph
+// outputs and each update_binding as a state update; `initialization` (optional) computes initial
+// values, bound to initializers by `initialization_binding` (initializer, output name).
+struct TrainingInfoImport {
+  std::unique_ptr<ir::Graph> step;
+  std::unique_ptr<ir::Graph> initialization;
+  std::vector<std::pair<std::string, std::string>> initialization_binding;
+};
+absl::StatusOr<TrainingInfoImport> ImportTrainingInfo(const onnx::ModelProto& model,
+                                                      const ImportOptions& options = {});
+
 // The ir::TensorType described by an ONNX ValueInfoProto (tensor types only).
 absl::StatusOr<ir::TensorType> TypeFromValueInfo(const onnx::ValueInfoProto& vi);
 

@@ -294,6 +294,39 @@ class OptimizerPass : public Pass {
   std::string freeze_;
 };
 
+// --- batchnorm-statistics --------------------------------------------------------------------------
+
+// Training-mode BatchNormalization also computes the updated running statistics (outputs 1, 2);
+// they become state updates of the initializers they were computed from, so the trained model
+// carries them (as torch.nn.BatchNorm's buffers).
+//   before:  %y, %rm, %rv = BatchNormalization(%x, %s, %b, %bn.running_mean, %bn.running_var) {training_mode = 1}
+//   after:   ... update %bn.running_mean <- %rm   update %bn.running_var <- %rv
+class BatchNormStatisticsPass : public Pass {
+ public:
+  absl::string_view name() const override { return "batchnorm-statistics"; }
+
+  absl::StatusOr<bool> Run(ir::Graph& g) override {
+    bool changed = false;
+    for (ir::Node* n : g.nodes()) {
+      if (!n->domain().empty() || n->op_type() != "BatchNormalization" ||
+          n->GetInt("training_mode", 0) == 0) {
+        continue;
+      }
+      for (int k : {1, 2}) {
+        Value* stat = n->input(2 + k);
+        Value* updated = n->output(k);
+        if (stat == nullptr || updated == nullptr || !stat->is_initializer()) continue;
+        bool already = false;
+        for (const ir::StateUpdate& u : g.updates()) already |= u.target == stat;
+        if (already || updated->type() != stat->type()) continue;
+        OTTR_RETURN_IF_ERROR(g.AddUpdate(stat, updated));
+        changed = true;
+      }
+    }
+    return changed;
+  }
+};
+
 std::unique_ptr<Pass> Simplify() {
   std::vector<std::unique_ptr<Pass>> inner;
   inner.push_back(CreateConstantFoldingPass());
@@ -349,6 +382,7 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
     pm.Add(std::make_unique<ClipGradientsPass>(spec.optimizer.max_grad_norm, spec.freeze));
   }
   pm.Add(std::make_unique<OptimizerPass>(spec.optimizer, spec.freeze));
+  pm.Add(std::make_unique<BatchNormStatisticsPass>());
   pm.Add(Simplify());
   return absl::OkStatus();
 }

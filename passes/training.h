@@ -65,7 +65,7 @@ std::string GradName(const std::string& param);
 
 // Adds the training pipeline's passes, in order, to `pm`:
 //   infer-shapes, simplify (constant-folding + cse + dce), append-loss, autodiff,
-//   clip-gradients (when asked), optimizer, simplify.
+//   clip-gradients (when asked), optimizer, batchnorm-statistics, simplify.
 absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec);
 
 // Runs the pipeline on a copy of `forward` and returns the step graph.

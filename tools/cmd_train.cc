@@ -14,7 +14,7 @@ absl::Status CmdTrain(const std::vector<std::string>& argv) {
   for (const char* f : {"data", "epochs", "steps", "seed", "out", "checkpoint", "checkpoint-every",
                         "resume", "log-every", "nan-policy", "device", "input", "lr-schedule",
                         "lr-step-size", "lr-gamma", "min-lr", "warmup-steps", "normalize", "mean",
-                        "std", "eval-batch"}) {
+                        "std", "eval-batch", "stop-after"}) {
     values.insert(f);
   }
   std::set<std::string> switches = TrainingSwitchFlags();
@@ -47,6 +47,10 @@ absl::Status CmdTrain(const std::vector<std::string>& argv) {
   config.checkpoint = args.get("checkpoint");
   OTTR_ASSIGN_OR_RETURN(config.checkpoint_every, args.get_int("checkpoint-every", 0));
   config.resume = args.get("resume");
+  OTTR_ASSIGN_OR_RETURN(config.stop_after, args.get_int("stop-after", -1));
+  if (config.stop_after > 0 && config.checkpoint.empty()) {
+    return absl::InvalidArgumentError("--stop-after needs --checkpoint FILE to resume from");
+  }
   OTTR_ASSIGN_OR_RETURN(config.log_every, args.get_int("log-every", 100));
   OTTR_ASSIGN_OR_RETURN(config.eval_batch, args.get_int("eval-batch", 1000));
   const std::string nan = args.get("nan-policy", "stop");

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,8 @@
 #include "importer/exporter.h"
 #include "importer/onnx_importer.h"
 #include "importer/tensor_proto.h"
+#include "passes/lower_gradient.h"
+#include "passes/standard_passes.h"
 #include "ir/status.h"
 #include "runtime/checkpoint.h"
 #include "runtime/cpu/cpu_executor.h"
@@ -117,14 +120,23 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
     return absl::UnimplementedError(absl::StrCat("--device ", config.device,
                                                  ": this build trains on the CPU only"));
   }
+  // Fail before training, not after it, when an output cannot be written.
+  for (const std::string& path : {config.out, config.checkpoint}) {
+    if (path.empty()) continue;
+    const std::filesystem::path parent = std::filesystem::absolute(path).parent_path();
+    if (!std::filesystem::is_directory(parent) || access(parent.c_str(), W_OK) != 0) {
+      return absl::PermissionDeniedError(absl::StrCat("cannot write ", path, ": folder ",
+                                                      parent.string(), " is missing or not writable"));
+    }
+  }
   OTTR_ASSIGN_OR_RETURN(std::unique_ptr<ir::Graph> forward, importer::ImportModelFile(model_path));
   passes::TrainingSpec spec = config.spec;
   const bool steps_data = data.kind == runtime::DataSource::Kind::kSteps;
   if (steps_data) {
+    // The batch size is the leading dimension of the labels (or of any fed tensor).
     auto it = data.steps[0].find("labels");
-    if (it == data.steps[0].end()) {
-      return absl::InvalidArgumentError("--data: step_0 has no 'labels' tensor");
-    }
+    if (it == data.steps[0].end()) it = data.steps[0].begin();
+    if (it->second.rank() < 1) return absl::InvalidArgumentError("--data: step_0 holds a scalar batch");
     spec.batch = it->second.dim(0);
   }
   // The input the features feed.
@@ -159,11 +171,58 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
                                                      lead.value(), "; use --batch ", lead.value()));
     }
   }
-  OTTR_ASSIGN_OR_RETURN(std::unique_ptr<ir::Graph> step, passes::BuildTrainingGraph(*forward, spec));
+  OTTR_ASSIGN_OR_RETURN(onnx::ModelProto proto, importer::LoadModelProto(model_path));
+  std::unique_ptr<ir::Graph> step;
+  std::unique_ptr<ir::Graph> initialization;
+  std::vector<std::pair<std::string, std::string>> init_binding;
+  const bool standard_training = proto.training_info_size() > 0;
+  if (standard_training) {
+    // The model carries its own training step (ONNX TrainingInfoProto): run its algorithm.
+    if (!steps_data) {
+      return absl::InvalidArgumentError(
+          "a model with a TrainingInfoProto trains on --data DIR with step_K/ folders whose "
+          "TensorProto names are the algorithm's inputs");
+    }
+    importer::ImportOptions io;
+    io.model_dir = std::filesystem::path(model_path).parent_path().string();
+    OTTR_ASSIGN_OR_RETURN(importer::TrainingInfoImport ti, importer::ImportTrainingInfo(proto, io));
+    step = std::move(ti.step);
+    OTTR_RETURN_IF_ERROR(passes::CreateInferShapesPass(spec.batch, spec.dims)->Run(*step).status());
+    OTTR_RETURN_IF_ERROR(passes::LowerForExecution(*step));
+    initialization = std::move(ti.initialization);
+    init_binding = std::move(ti.initialization_binding);
+  } else {
+    OTTR_ASSIGN_OR_RETURN(step, passes::BuildTrainingGraph(*forward, spec));
+  }
   runtime::cpu::CpuExecutorOptions exec_options;
   exec_options.seed = config.seed;
   exec_options.auto_commit = false;
   OTTR_ASSIGN_OR_RETURN(auto exec, runtime::cpu::CpuExecutor::Create(*step, exec_options));
+  if (initialization != nullptr && config.resume.empty()) {
+    OTTR_ASSIGN_OR_RETURN(auto init_exec, runtime::cpu::CpuExecutor::Create(*initialization));
+    OTTR_ASSIGN_OR_RETURN(std::vector<Tensor> init_out, init_exec->Run({}));
+    for (const auto& [target, output] : init_binding) {
+      bool found = false;
+      for (size_t k = 0; k < initialization->outputs().size(); ++k) {
+        if (initialization->outputs()[k]->name() != output) continue;
+        OTTR_RETURN_IF_ERROR(AnnotateStatus(exec->SetState(target, init_out[k]), "initialization_binding"));
+        found = true;
+      }
+      if (!found) {
+        return absl::InvalidArgumentError(absl::StrCat("initialization_binding ", target, " <- ", output,
+                                                       ": no such initialization output"));
+      }
+    }
+  }
+  // The value reported as the loss: the step's "loss" output, else its first float scalar output.
+  int loss_index = -1;
+  for (size_t k = 0; k < step->outputs().size(); ++k) {
+    const ir::TensorType& t = step->outputs()[k]->type();
+    if (loss_index < 0 && ir::IsFloat(t.dtype) && t.is_static() && ir::NumElements(ir::StaticDims(*t.shape)) == 1) {
+      loss_index = static_cast<int>(k);
+    }
+    if (step->outputs()[k]->name() == passes::kLossOutput) loss_index = static_cast<int>(k);
+  }
 
   // Steps per epoch and in total.
   const int64_t n_train = steps_data ? static_cast<int64_t>(data.steps.size()) : data.train.size();
@@ -202,7 +261,7 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
     OTTR_ASSIGN_OR_RETURN(evaluator, Evaluator::Create(*forward, input, spec.loss.output, config.eval_batch));
   }
   const std::vector<std::string> state_names = StateNames(*step);
-  std::printf("training %s: %lld parameters tensors, batch %lld, %lld steps/epoch, %lld epochs, %s\n",
+  std::printf("training %s: %lld state tensors, batch %lld, %lld steps/epoch, %lld epochs, %s\n",
               model_path.c_str(), static_cast<long long>(state_names.size()),
               static_cast<long long>(spec.batch), static_cast<long long>(per_epoch),
               static_cast<long long>(epochs), config.device.c_str());
@@ -223,11 +282,13 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
         OTTR_ASSIGN_OR_RETURN(feeds, runtime::MakeBatch(data.train, idx, input, feature_dims,
                                                         passes::kLabelsInput));
       }
-      feeds[passes::kLrInput] =
-          Tensor::Scalar<float>(static_cast<float>(config.schedule.At(steps_done, total)));
+      if (!standard_training) {
+        feeds[passes::kLrInput] =
+            Tensor::Scalar<float>(static_cast<float>(config.schedule.At(steps_done, total)));
+      }
       auto out = exec->Run(feeds);
       if (!out.ok()) return AnnotateStatus(out.status(), absl::StrCat("step ", steps_done));
-      const double loss = (*out)[0].GetAsDouble(0);
+      const double loss = loss_index >= 0 ? (*out)[loss_index].GetAsDouble(0) : 0.0;
       bool finite = std::isfinite(loss);
       for (const Tensor& t : exec->pending_updates()) {
         for (int64_t i = 0; finite && i < t.num_elements() && ir::IsFloat(t.dtype()); ++i) {
@@ -261,6 +322,17 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
         OTTR_RETURN_IF_ERROR(SaveCheckpoint(config.checkpoint, *exec, *step, steps_done, epoch,
                                             b + 1, config.seed));
       }
+      if (config.stop_after > 0 && steps_done >= config.stop_after && steps_done < total) {
+        progress.EndLine();
+        if (!config.checkpoint.empty()) {
+          OTTR_RETURN_IF_ERROR(SaveCheckpoint(config.checkpoint, *exec, *step, steps_done, epoch,
+                                              b + 1, config.seed));
+        }
+        std::printf("stopped after step %lld of %lld (--stop-after); continue with --resume %s\n",
+                    static_cast<long long>(steps_done), static_cast<long long>(total),
+                    config.checkpoint.c_str());
+        return absl::OkStatus();
+      }
     }
     progress.EndLine();
     const double train_loss = loss_count ? loss_sum / loss_count : NAN;
@@ -282,7 +354,6 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
     }
   }
   if (!config.out.empty()) {
-    OTTR_ASSIGN_OR_RETURN(onnx::ModelProto proto, importer::LoadModelProto(model_path));
     for (const std::string& n : state_names) {
       ir::Value* v = forward->FindValue(n);
       if (v != nullptr && v->is_initializer()) OTTR_RETURN_IF_ERROR(forward->SetInitializerData(v, *exec->State(n)));

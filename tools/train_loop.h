@@ -35,6 +35,9 @@ struct TrainConfig {
   std::string checkpoint;  // checkpoint file; "" = none
   int64_t checkpoint_every = 0;  // steps; 0 = only at the end of each epoch (when a file is set)
   std::string resume;      // checkpoint to continue from
+  // > 0: end this run once this many steps are done in total (writing the checkpoint), as a
+  // preemptible job would; a later --resume continues exactly where it stopped.
+  int64_t stop_after = -1;
   int64_t log_every = 100;
   bool nan_skip = false;   // non-finite loss: skip the step (true) or stop (false)
   std::string device = "cpu";

@@ -222,6 +222,8 @@ absl::Status PReluKernel(KernelContext& ctx) {
 
 }  // namespace
 
+void RegisterActivationGradKernels(KernelRegistry& r);  // activation_grad_kernels.cc
+
 void RegisterActivationKernels(KernelRegistry& r) {
   r.Register("", "Relu", ActivationKernel<ReluOp>);
   r.Register("", "LeakyRelu", ActivationKernel<LeakyReluOp>);
@@ -238,6 +240,7 @@ void RegisterActivationKernels(KernelRegistry& r) {
   r.Register("", "HardSwish", ActivationKernel<HardSwishOp>);
   r.Register("", "ThresholdedRelu", ActivationKernel<ThresholdedReluOp>);
   r.Register("", "Mish", ActivationKernel<MishOp>);
+  RegisterActivationGradKernels(r);
 }
 
 }  // namespace ottr::runtime::cpu

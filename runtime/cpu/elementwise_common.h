@@ -191,6 +191,17 @@ inline void UnaryLoop(const T* in, O* out, int64_t n, F&& f) {
   }
 }
 
+// out[i] = Store(f(Load(a[i]), Load(b[i]))) for i < n: a loop over two contiguous operands of one
+// element type, e.g. the activation backward ops dX = F(dY, Z).
+template <typename T, typename F>
+inline void BinaryLoop(const T* a, const T* b, T* out, int64_t n, F&& f) {
+  if constexpr (!kIsHalf<T>) {
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = Store<T>(f(Load(a[i]), Load(b[i])));
+  }
+}
+
 // Float -> integer conversion: truncation toward zero; values past the integer's range saturate
 // and NaN gives 0 (ONNX leaves both undefined; C++ makes them undefined behaviour).
 template <typename D, typename F>

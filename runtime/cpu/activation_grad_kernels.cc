@@ -1,0 +1,296 @@
+// CPU kernels of the activation backward ops (schemas and math in ir/grads/activation_grads.cc):
+//   ottr::{Relu,LeakyRelu,Sigmoid,Tanh,Gelu,Elu,Selu,Celu,Softplus,HardSigmoid,HardSwish,Mish,
+//          Softsign,ThresholdedRelu}Grad(dY, Z) -> dX     and    ottr::PReluGrad(dY, X, slope).
+//
+// Each elementwise op is a functor f(dy, z) over the compute type (float for float, float16 and
+// bfloat16; double for double) run by one contiguous loop. Branches are bitwise selects and exp
+// and tanh are the inline float versions of elementwise_common.h, so the float loops vectorise
+// (except Gelu's exact form, which calls erf).
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "ir/status.h"
+#include "runtime/cpu/broadcast.h"
+#include "runtime/cpu/elementwise_common.h"
+#include "runtime/cpu/kernel.h"
+
+namespace ottr::runtime::cpu {
+namespace {
+
+using namespace ew;  // NOLINT: the element helpers are this file's vocabulary
+
+std::string DimsString(const std::vector<int64_t>& dims) {
+  return ir::ShapeToString(ir::ShapeFromDims(dims));
+}
+
+// σ(x) without overflow: e = e^(−|x|) ∈ (0, 1], σ = 1/(1 + e) for x ≥ 0, e/(1 + e) below.
+template <typename C>
+inline C Sigmoid(C x) {
+  const C e = Exp(-std::fabs(x));
+  const C r = C(1) / (C(1) + e);
+  return Select(x >= C(0), r, e * r);
+}
+
+// A backward op without attributes.
+#define OTTR_ACTIVATION_GRAD_(Name, expr)   \
+  struct Name {                             \
+    explicit Name(const KernelContext&) {}  \
+    template <typename C>                   \
+    C operator()(C dy, C z) const {         \
+      return expr;                          \
+    }                                       \
+  };
+
+// z = Y.
+OTTR_ACTIVATION_GRAD_(ReluGradOp, Select(z > C(0), dy, C(0)))
+OTTR_ACTIVATION_GRAD_(SigmoidGradOp, dy* z*(C(1) - z))
+OTTR_ACTIVATION_GRAD_(TanhGradOp, dy*(C(1) - z * z))
+// z = X.
+OTTR_ACTIVATION_GRAD_(SoftplusGradOp, dy* Sigmoid(z))
+OTTR_ACTIVATION_GRAD_(SoftsignGradOp, dy / ((C(1) + std::fabs(z)) * (C(1) + std::fabs(z))))
+OTTR_ACTIVATION_GRAD_(HardSwishGradOp,
+                      dy* Select(z < C(-3), C(0), Select(z <= C(3), z / C(3) + C(0.5), C(1))))
+#undef OTTR_ACTIVATION_GRAD_
+
+// d/dx x tanh(softplus(x)) = t + x (1 − t²) σ(x). With e = eˣ and n = e (e + 2):
+// t = n / (n + 2) (tanh(log u) = (u² − 1)/(u² + 1), u = 1 + e), 1 − t² = 4 (n + 1) / (n + 2)²,
+// σ = e / (1 + e). Past x = 20 the derivative is 1 in float and double (as in the forward).
+struct MishGradOp {
+  explicit MishGradOp(const KernelContext&) {}
+  template <typename C>
+  C operator()(C dy, C x) const {
+    const C e = Exp(Select(x > C(20), C(20), x));
+    const C n = e * (e + C(2));
+    const C inv = C(1) / (n + C(2));
+    const C t = n * inv;
+    const C sech2 = C(4) * (n + C(1)) * inv * inv;
+    const C sig = e / (C(1) + e);
+    return dy * Select(x > C(20), C(1), t + x * sech2 * sig);
+  }
+};
+
+struct LeakyReluGradOp {
+  explicit LeakyReluGradOp(const KernelContext& ctx) : alpha(ctx.attr_float("alpha", 0.01f)) {}
+  template <typename C>
+  C operator()(C dy, C x) const {
+    return dy * Select(x > C(0), C(1), C(alpha));
+  }
+  float alpha;
+};
+
+struct ThresholdedReluGradOp {
+  explicit ThresholdedReluGradOp(const KernelContext& ctx) : alpha(ctx.attr_float("alpha", 1.0f)) {}
+  template <typename C>
+  C operator()(C dy, C x) const {
+    return Select(x > C(alpha), dy, C(0));
+  }
+  float alpha;
+};
+
+struct EluGradOp {
+  explicit EluGradOp(const KernelContext& ctx) : alpha(ctx.attr_float("alpha", 1.0f)) {}
+  template <typename C>
+  C operator()(C dy, C x) const {
+    return dy * Select(x > C(0), C(1), C(alpha) * Exp(x));
+  }
+  float alpha;
+};
+
+struct SeluGradOp {
+  explicit SeluGradOp(const KernelContext& ctx)
+      : alpha(ctx.attr_float("alpha", 1.67326319217681884765625f)),
+        gamma(ctx.attr_float("gamma", 1.05070102214813232421875f)) {}
+  template <typename C>
+  C operator()(C dy, C x) const {
+    return dy * C(gamma) * Select(x > C(0), C(1), C(alpha) * Exp(x));
+  }
+  float alpha;
+  float gamma;
+};
+
+struct CeluGradOp {
+  explicit CeluGradOp(const KernelContext& ctx) : alpha(ctx.attr_float("alpha", 1.0f)) {}
+  template <typename C>
+  C operator()(C dy, C x) const {
+    return dy * Select(x > C(0), C(1), Exp(x / C(alpha)));
+  }
+  float alpha;
+};
+
+struct HardSigmoidGradOp {
+  explicit HardSigmoidGradOp(const KernelContext& ctx)
+      : alpha(ctx.attr_float("alpha", 0.2f)), beta(ctx.attr_float("beta", 0.5f)) {}
+  template <typename C>
+  C operator()(C dy, C x) const {
+    const C v = C(alpha) * x + C(beta);
+    return Select((v > C(0)) & (v < C(1)), dy * C(alpha), C(0));
+  }
+  float alpha;
+  float beta;
+};
+
+struct GeluGradOp {
+  explicit GeluGradOp(const KernelContext& ctx)
+      : tanh_approximation(ctx.attr_string("approximate", "none") == "tanh") {}
+  template <typename C>
+  C operator()(C dy, C x) const {
+    if (tanh_approximation) {
+      constexpr double kBeta = 0.7978845608028654;  // √(2/π)
+      constexpr double kKappa = 0.044715;
+      const C x2 = x * x;
+      const C t = Tanh(C(kBeta) * (x + C(kKappa) * x2 * x));
+      const C d = C(kBeta) * (C(1) + C(3 * kKappa) * x2);
+      return dy * (C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * d);
+    }
+    const C cdf = C(0.5) * (C(1) + std::erf(x * C(0.7071067811865476)));  // x / √2
+    const C pdf = Exp(C(-0.5) * x * x) * C(0.3989422804014327);         // 1 / √(2π)
+    return dy * (cdf + x * pdf);
+  }
+  bool tanh_approximation;
+};
+
+// dX = Op(dY, Z) for dY and Z of one float type and shape.
+template <typename Op>
+absl::Status ActivationGradKernel(KernelContext& ctx) {
+  const Tensor& dy = ctx.input(0);
+  const Tensor& z = ctx.input(1);
+  if (dy.dtype() != z.dtype() || dy.dims() != z.dims()) {
+    return ctx.Error(absl::StrCat("dY ", ir::DTypeName(dy.dtype()), DimsString(dy.dims()),
+                                  " and the forward tensor ", ir::DTypeName(z.dtype()),
+                                  DimsString(z.dims()), " must have one type and shape"));
+  }
+  const Op op(ctx);
+  Tensor& dx = ctx.AllocateOutput(0, dy.dtype(), dy.dims());
+  return ir::VisitDType(dy.dtype(), [&]<typename T>() -> absl::Status {
+    if constexpr (kIsFloat<T>) {
+      BinaryLoop(dy.data<T>(), z.data<T>(), dx.data<T>(), dy.num_elements(), op);
+      return absl::OkStatus();
+    } else {
+      return ctx.Unsupported(
+          absl::StrCat("element type ", ir::DTypeName(dy.dtype()), " is not supported"));
+    }
+  });
+}
+
+absl::Status GeluGradKernel(KernelContext& ctx) {
+  const std::string approximate = ctx.attr_string("approximate", "none");
+  if (approximate != "none" && approximate != "tanh") {
+    return ctx.Error(absl::StrCat("attribute approximate must be \"none\" or \"tanh\", got \"",
+                                  approximate, "\""));
+  }
+  return ActivationGradKernel<GeluGradOp>(ctx);
+}
+
+// Σ_i (x_i > 0 ? 0 : x_i · dy_i) over n elements (x with stride sx ∈ {0, 1}), in double with
+// eight independent partial sums so the additions pipeline.
+template <typename T>
+double NegativePartDot(const T* x, int64_t sx, const T* dy, int64_t n) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) {
+      const double xv = static_cast<double>(Load(x[(i + k) * sx]));
+      acc[k] += xv > 0 ? 0.0 : xv * static_cast<double>(Load(dy[i + k]));
+    }
+  }
+  for (; i < n; ++i) {
+    const double xv = static_cast<double>(Load(x[i * sx]));
+    acc[0] += xv > 0 ? 0.0 : xv * static_cast<double>(Load(dy[i]));
+  }
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+// PReluGrad(dY, X, slope) -> (dX, dSlope); dY has the broadcast shape of X and slope.
+absl::Status PReluGradKernel(KernelContext& ctx) {
+  const Tensor& dy = ctx.input(0);
+  const Tensor& x = ctx.input(1);
+  const Tensor& slope = ctx.input(2);
+  if (x.dtype() != dy.dtype() || slope.dtype() != dy.dtype()) {
+    return ctx.Error(absl::StrCat("dY, X and slope must have one element type, got ",
+                                  ir::DTypeName(dy.dtype()), ", ", ir::DTypeName(x.dtype()),
+                                  " and ", ir::DTypeName(slope.dtype())));
+  }
+  absl::StatusOr<BroadcastPlan> plan = BroadcastPlan::Make({x.dims(), slope.dims()});
+  if (!plan.ok()) return ctx.Error(plan.status().message());
+  if (plan->out_dims() != dy.dims()) {
+    return ctx.Error(absl::StrCat("dY has shape ", DimsString(dy.dims()),
+                                  " but X and slope broadcast to ",
+                                  DimsString(plan->out_dims())));
+  }
+  Tensor& dx = ctx.AllocateOutput(0, dy.dtype(), dy.dims());
+  Tensor& dslope = ctx.AllocateOutput(1, slope.dtype(), slope.dims());
+  return ir::VisitDType(dy.dtype(), [&]<typename T>() -> absl::Status {
+    if constexpr (!kIsFloat<T>) {
+      return ctx.Unsupported(
+          absl::StrCat("element type ", ir::DTypeName(dy.dtype()), " is not supported"));
+    } else {
+      using C = ComputeType<T>;
+      const T* pdy = dy.data<T>();
+      const T* px = x.data<T>();
+      const T* ps = slope.data<T>();
+      T* pdx = dx.data<T>();
+      std::vector<double> acc(slope.num_elements(), 0.0);
+      const int64_t sx = plan->inner_stride(0);
+      const bool slope_runs = plan->inner_stride(1) != 0;
+      plan->ForEachRun([&](int64_t o, const int64_t* off, int64_t n) {
+        const T* rx = px + off[0];
+        const T* rdy = pdy + o;
+        T* rdx = pdx + o;
+        if (!slope_runs) {
+          // One slope value for the run (e.g. slope [C,1,1] against [N,C,H,W]).
+          const C s = Load(ps[off[1]]);
+          if (sx == 1) {
+            for (int64_t i = 0; i < n; ++i) {
+              const C xv = Load(rx[i]);
+              const C d = Load(rdy[i]);
+              rdx[i] = Store<T>(Select(xv > C(0), d, s * d));
+            }
+          } else {
+            const C xv = Load(*rx);
+            for (int64_t i = 0; i < n; ++i) {
+              const C d = Load(rdy[i]);
+              rdx[i] = Store<T>(Select(xv > C(0), d, s * d));
+            }
+          }
+          acc[off[1]] += NegativePartDot(rx, sx, rdy, n);
+        } else {
+          const T* rs = ps + off[1];
+          double* racc = acc.data() + off[1];
+          for (int64_t i = 0; i < n; ++i) {
+            const C xv = Load(rx[i * sx]);
+            const C d = Load(rdy[i]);
+            rdx[i] = Store<T>(Select(xv > C(0), d, Load(rs[i]) * d));
+            racc[i] += xv > C(0) ? 0.0 : static_cast<double>(xv) * static_cast<double>(d);
+          }
+        }
+      });
+      T* pds = dslope.data<T>();
+      for (size_t k = 0; k < acc.size(); ++k) pds[k] = Store<T>(static_cast<C>(acc[k]));
+      return absl::OkStatus();
+    }
+  });
+}
+
+}  // namespace
+
+void RegisterActivationGradKernels(KernelRegistry& r) {
+  const std::string d(ir::kOttrDomain);
+  r.Register(d, "ReluGrad", ActivationGradKernel<ReluGradOp>);
+  r.Register(d, "LeakyReluGrad", ActivationGradKernel<LeakyReluGradOp>);
+  r.Register(d, "SigmoidGrad", ActivationGradKernel<SigmoidGradOp>);
+  r.Register(d, "TanhGrad", ActivationGradKernel<TanhGradOp>);
+  r.Register(d, "GeluGrad", GeluGradKernel);
+  r.Register(d, "EluGrad", ActivationGradKernel<EluGradOp>);
+  r.Register(d, "SeluGrad", ActivationGradKernel<SeluGradOp>);
+  r.Register(d, "CeluGrad", ActivationGradKernel<CeluGradOp>);
+  r.Register(d, "SoftplusGrad", ActivationGradKernel<SoftplusGradOp>);
+  r.Register(d, "HardSigmoidGrad", ActivationGradKernel<HardSigmoidGradOp>);
+  r.Register(d, "HardSwishGrad", ActivationGradKernel<HardSwishGradOp>);
+  r.Register(d, "MishGrad", ActivationGradKernel<MishGradOp>);
+  r.Register(d, "SoftsignGrad", ActivationGradKernel<SoftsignGradOp>);
+  r.Register(d, "ThresholdedReluGrad", ActivationGradKernel<ThresholdedReluGradOp>);
+  r.Register(d, "PReluGrad", PReluGradKernel);
+}
+
+}  // namespace ottr::runtime::cpu
