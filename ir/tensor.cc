@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <new>
+#include <stdexcept>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -10,8 +12,20 @@ namespace ottr::ir {
 
 Tensor::Tensor(DType dtype, std::vector<int64_t> dims) : dtype_(dtype), dims_(std::move(dims)) {
   // Round up to a multiple of 64 and allocate at least 64 bytes so empty tensors have an address.
-  const size_t bytes = std::max<size_t>(64, (nbytes() + 63) / 64 * 64);
+  uint64_t elements = 1;
+  for (int64_t d : dims_) {
+    if (d < 0 || __builtin_mul_overflow(elements, static_cast<uint64_t>(d), &elements)) {
+      throw std::length_error("tensor shape [" + absl::StrJoin(dims_, ",") + "] has too many elements");
+    }
+  }
+  uint64_t raw = 0;
+  if (__builtin_mul_overflow(elements, static_cast<uint64_t>(DTypeSize(dtype_)), &raw) ||
+      raw > (uint64_t{1} << 56)) {
+    throw std::length_error("tensor shape [" + absl::StrJoin(dims_, ",") + "] is too large to allocate");
+  }
+  const size_t bytes = std::max<size_t>(64, (raw + 63) / 64 * 64);
   void* p = std::aligned_alloc(64, bytes);
+  if (p == nullptr) throw std::bad_alloc();
   std::memset(p, 0, bytes);
   owner_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   data_ = p;

@@ -12,7 +12,7 @@ Run with Debian's Python and PyTorch (python3-torch, python3-onnx):
    dynamo exporter, folds it into the convolution's weights).
 2. For models/mlp, models/cnn (Adam only, to keep the data small) and models/torch_cnn_bn, starting
    from the weights in the ONNX file and 3 fixed random batches, trains with
-   torch.optim.Adam(lr=0.01), SGD(lr=0.1, momentum=0.9) and AdamW(lr=0.01, weight_decay=0.1) for
+   torch.optim.Adam(lr=1e-3), SGD(lr=0.01, momentum=0.9) and AdamW(lr=1e-3, weight_decay=0.1) for
    3 steps (mean cross-entropy of the logits), and writes
    tests/data/models-reference/<model>/ in the layout of shared/torch-reference:
    batches/step_K/{input_0,labels}.pb, <optimizer>/grads_step0/<initializer>.pb,
@@ -36,9 +36,9 @@ torch.use_deterministic_algorithms(True)
 torch.set_num_threads(1)
 
 OPTIMIZERS = {
-    "adam": lambda p: torch.optim.Adam(p, lr=0.01),
-    "sgd_momentum": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9),
-    "adamw": lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1),
+    "adam": lambda p: torch.optim.Adam(p, lr=1e-3),
+    "sgd_momentum": lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9),
+    "adamw": lambda p: torch.optim.AdamW(p, lr=1e-3, weight_decay=0.1),
 }
 
 

@@ -21,10 +21,15 @@ namespace {
 
 using ir::Tensor;
 
-// The constant value of `v`, if it has one.
+// The constant value of `v`, if it has one. Float initializers may be trained and initializers
+// a state update rewrites (the step counter) change every step: neither is constant.
 const Tensor* ConstantValue(const ir::Value* v) {
   if (v->is_initializer()) {
-    return ir::IsFloat(v->type().dtype) ? nullptr : v->initializer();
+    if (ir::IsFloat(v->type().dtype)) return nullptr;
+    for (const ir::StateUpdate& u : v->graph()->updates()) {
+      if (u.target == v) return nullptr;
+    }
+    return v->initializer();
   }
   const ir::Node* p = v->producer();
   if (p != nullptr && p->domain().empty() && p->op_type() == "Constant") {

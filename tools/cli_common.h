@@ -40,7 +40,8 @@ absl::Status CmdRun(const std::vector<std::string>& argv);
 absl::Status CmdTrain(const std::vector<std::string>& argv);
 absl::Status CmdEval(const std::vector<std::string>& argv);
 absl::Status CmdPasses(const std::vector<std::string>& argv);
-absl::Status CmdTestData(const std::vector<std::string>& argv, bool* all_passed);
+absl::Status CmdBench(const std::vector<std::string>& argv);
+absl::Status CmdTestData(const std::vector<std::string>& argv, int* exit_code);
 
 }  // namespace ottr::tools
 

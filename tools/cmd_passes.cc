@@ -1,11 +1,13 @@
-// `ottr passes MODEL [training flags] [dump flags]`: runs the training pipeline and prints or
-// dumps the IR as asked; without dump flags it prints the final step graph.
+// `ottr passes MODEL [training flags] [dump flags] [--print-memory-plan]`: runs the training
+// pipeline and prints or dumps the IR as asked; without dump flags it prints the final step graph,
+// or with --print-memory-plan the step's memory plan (passes/memory_planner.h) instead.
 #include <cstdio>
 #include <iostream>
 
 #include "absl/strings/str_split.h"
 #include "importer/onnx_importer.h"
 #include "ir/status.h"
+#include "passes/memory_planner.h"
 #include "passes/pass_manager.h"
 #include "passes/training.h"
 #include "tools/cli_common.h"
@@ -19,7 +21,8 @@ absl::Status CmdPasses(const std::vector<std::string>& argv) {
     values.insert(f);
   }
   std::set<std::string> switches = TrainingSwitchFlags();
-  for (const char* f : {"print-ir-after-all", "print-ir-after-change", "check-changed", "list-passes"}) {
+  for (const char* f : {"print-ir-after-all", "print-ir-after-change", "check-changed",
+                        "list-passes", "print-memory-plan"}) {
     switches.insert(f);
   }
   OTTR_ASSIGN_OR_RETURN(Args args, Args::Parse(argv, values, switches));
@@ -48,9 +51,15 @@ absl::Status CmdPasses(const std::vector<std::string>& argv) {
     for (const std::string& n : pm.PassNames()) std::printf("%s\n", n.c_str());
     return absl::OkStatus();
   }
-  std::cout << "// ----- IR after import -----\n";
+  if (dumping || !args.has("print-memory-plan")) std::cout << "// ----- IR after import -----\n";
   if (dumping) std::cout << graph->ToString();
   OTTR_RETURN_IF_ERROR(pm.Run(*graph).status());
+  if (args.has("print-memory-plan")) {
+    OTTR_ASSIGN_OR_RETURN(passes::MemoryPlan plan, passes::PlanMemory(*graph));
+    OTTR_RETURN_IF_ERROR(passes::VerifyPlan(*graph, plan));
+    std::cout << passes::FormatPlan(plan);
+    return absl::OkStatus();
+  }
   if (!dumping) std::cout << graph->ToString();
   return absl::OkStatus();
 }

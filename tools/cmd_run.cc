@@ -11,6 +11,7 @@
 #include "passes/lower_gradient.h"
 #include "runtime/cpu/cpu_executor.h"
 #include "tools/cli_common.h"
+#include "tools/device.h"
 
 namespace ottr::tools {
 
@@ -21,13 +22,9 @@ absl::Status CmdRun(const std::vector<std::string>& argv) {
   if (args.positional().size() != 1) return absl::InvalidArgumentError("run takes one MODEL");
   if (!args.has("inputs")) return absl::InvalidArgumentError("run needs --inputs DIR");
   const std::string device = args.get("device", "cpu");
-  if (device != "cpu") {
-    return absl::UnimplementedError(absl::StrCat("--device ", device,
-                                                 ": this build runs on the CPU only"));
-  }
   OTTR_ASSIGN_OR_RETURN(auto graph, importer::ImportModelFile(args.positional()[0]));
   OTTR_RETURN_IF_ERROR(passes::LowerForExecution(*graph));
-  OTTR_ASSIGN_OR_RETURN(auto exec, runtime::cpu::CpuExecutor::Create(*graph));
+  OTTR_ASSIGN_OR_RETURN(auto exec, MakeExecutor(*graph, device));
   const std::string in_dir = args.get("inputs");
   if (!fs::is_directory(in_dir)) return absl::NotFoundError(absl::StrCat(in_dir, ": no such folder"));
   std::vector<fs::path> files;

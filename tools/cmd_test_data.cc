@@ -16,6 +16,7 @@
 #include "runtime/cpu/cpu_executor.h"
 #include "runtime/tensor_compare.h"
 #include "tools/cli_common.h"
+#include "tools/device.h"
 
 namespace ottr::tools {
 namespace {
@@ -63,10 +64,11 @@ absl::StatusOr<std::map<std::string, Expectation>> ReadExpectations(const std::s
 }
 
 // Runs one test folder; OK when every data set matches.
-absl::Status RunTest(const fs::path& dir, double rtol, double atol) {
+absl::Status RunTest(const fs::path& dir, double rtol, double atol, const std::string& device,
+                     const DeviceOptions& dopt) {
   OTTR_ASSIGN_OR_RETURN(auto graph, importer::ImportModelFile((dir / "model.onnx").string()));
   OTTR_RETURN_IF_ERROR(passes::LowerForExecution(*graph));
-  OTTR_ASSIGN_OR_RETURN(auto exec, runtime::cpu::CpuExecutor::Create(*graph));
+  OTTR_ASSIGN_OR_RETURN(auto exec, MakeExecutor(*graph, device, dopt));
   std::vector<fs::path> sets;
   for (const auto& e : fs::directory_iterator(dir)) {
     if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) {
@@ -100,9 +102,18 @@ absl::Status RunTest(const fs::path& dir, double rtol, double atol) {
 
 }  // namespace
 
-absl::Status CmdTestData(const std::vector<std::string>& argv, bool* all_passed) {
-  OTTR_ASSIGN_OR_RETURN(Args args, Args::Parse(argv, {"expected-failures", "rtol", "atol", "filter"},
-                                               {"verbose"}));
+absl::Status CmdTestData(const std::vector<std::string>& argv, int* exit_code) {
+  OTTR_ASSIGN_OR_RETURN(Args args, Args::Parse(argv, {"expected-failures", "rtol", "atol", "filter", "device"},
+                                               {"verbose", "no-tf32", "no-cuda-graph", "skip-without-device"}));
+  const std::string device = ResolveDevice(args.get("device", "cpu"));
+  if (device == "cuda" && args.has("skip-without-device") && ResolveDevice("auto") != "cuda") {
+    std::printf("skipped: no CUDA device visible\n");
+    *exit_code = 77;  // CTest's SKIP_RETURN_CODE
+    return absl::OkStatus();
+  }
+  DeviceOptions dopt;
+  dopt.tf32 = !args.has("no-tf32");
+  dopt.cuda_graph = !args.has("no-cuda-graph");
   if (args.positional().empty()) return absl::InvalidArgumentError("test-data needs a folder");
   OTTR_ASSIGN_OR_RETURN(double rtol, args.get_double("rtol", 1e-3));
   OTTR_ASSIGN_OR_RETURN(double atol, args.get_double("atol", 1e-7));
@@ -131,7 +142,7 @@ absl::Status CmdTestData(const std::vector<std::string>& argv, bool* all_passed)
     const Expectation* exp = it == expectations.end() ? nullptr : &it->second;
     const double r = exp && exp->rtol >= 0 ? exp->rtol : rtol;
     const double a = exp && exp->atol >= 0 ? exp->atol : atol;
-    absl::Status s = RunTest(t, r, a);
+    absl::Status s = RunTest(t, r, a, device, dopt);
     if (exp && exp->expect_failure) {
       if (s.ok()) {
         ++failed;
@@ -152,7 +163,7 @@ absl::Status CmdTestData(const std::vector<std::string>& argv, bool* all_passed)
     std::fflush(stdout);
   }
   std::printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
-  *all_passed = failed == 0;
+  *exit_code = failed == 0 ? 0 : 1;
   return absl::OkStatus();
 }
 

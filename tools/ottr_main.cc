@@ -20,6 +20,8 @@ constexpr char kUsage[] =
     "  passes MODEL [training flags] [--print-ir-after-all] [--print-ir-after=REGEX]\n"
     "        [--ir-dump-dir=DIR] [--disable-passes=a,b] [--stop-after=N]\n"
     "                                     runs the training pipeline and dumps IR\n"
+    "  bench MODEL [training flags] [--batch N] [--device cuda|cpu] [--csv FILE] [--per-op]\n"
+    "                                     µs per training step, launches per step, peak memory\n"
     "  test-data DIR... [--expected-failures FILE] [--rtol R] [--atol A] [--verbose]\n"
     "                                     runs ONNX backend-test folders\n";
 
@@ -33,7 +35,7 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
   absl::Status status;
-  bool ok = true;
+  int exit_code = 0;
   if (cmd == "inspect") {
     status = ottr::tools::CmdInspect(args);
   } else if (cmd == "run") {
@@ -42,10 +44,12 @@ int main(int argc, char** argv) {
     status = ottr::tools::CmdTrain(args);
   } else if (cmd == "eval") {
     status = ottr::tools::CmdEval(args);
+  } else if (cmd == "bench") {
+    status = ottr::tools::CmdBench(args);
   } else if (cmd == "passes") {
     status = ottr::tools::CmdPasses(args);
   } else if (cmd == "test-data") {
-    status = ottr::tools::CmdTestData(args, &ok);
+    status = ottr::tools::CmdTestData(args, &exit_code);
   } else {
     std::fprintf(stderr, "ottr: error: unknown command '%s'\n%s", cmd.c_str(), kUsage);
     return 1;
@@ -54,5 +58,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ottr %s: error: %s\n", cmd.c_str(), std::string(status.message()).c_str());
     return 1;
   }
-  return ok ? 0 : 1;
+  return exit_code;
 }

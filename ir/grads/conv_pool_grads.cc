@@ -62,8 +62,8 @@ absl::Status CheckDyShape(InferenceContext& ctx, const std::vector<int64_t>& x_d
   const TensorType& dy = ctx.input_type(0);
   if (!dy.has_rank()) return absl::OkStatus();
   if (dy.rank() != static_cast<int64_t>(x_dims.size())) {
-    return ctx.Error(absl::StrCat("dY ", dy.ToString(), " must have the rank of X ",
-                                  DimsString(x_dims)));
+    return ctx.Error(
+        absl::StrCat("dY ", dy.ToString(), " must have the rank of X ", DimsString(x_dims)));
   }
   const int64_t nd = static_cast<int64_t>(x_dims.size()) - 2;
   auto attrs = ReadWindowAttrs(ctx.node(), nd, pool);
@@ -77,7 +77,8 @@ absl::Status CheckDyShape(InferenceContext& ctx, const std::vector<int64_t>& x_d
   std::vector<int64_t> expected = {x_dims[0], channels.value_or(-1)};
   for (int64_t i = 0; i < nd; ++i) {
     auto w = ResolveWindowAxis(*attrs, i, x_dims[2 + i]);
-    if (!w.ok()) return ctx.Error(absl::StrCat("X ", DimsString(x_dims), ": ", w.status().message()));
+    if (!w.ok())
+      return ctx.Error(absl::StrCat("X ", DimsString(x_dims), ": ", w.status().message()));
     expected.push_back(w->out);
   }
   const Shape& ds = *dy.shape;
@@ -93,7 +94,8 @@ absl::Status CheckDyShape(InferenceContext& ctx, const std::vector<int64_t>& x_d
 
 absl::StatusOr<std::vector<int64_t>> InputShapeAttr(InferenceContext& ctx) {
   std::vector<int64_t> shape = ctx.node().GetInts("input_shape");
-  if (shape.size() < 3 || std::any_of(shape.begin(), shape.end(), [](int64_t d) { return d < 0; })) {
+  if (shape.size() < 3 ||
+      std::any_of(shape.begin(), shape.end(), [](int64_t d) { return d < 0; })) {
     return ctx.Error(absl::StrCat("attribute 'input_shape' = ", DimsString(shape),
                                   " must be X's static dims [N, C, D1, ...]"));
   }
@@ -154,7 +156,8 @@ absl::Status InferConvGradFilter(InferenceContext& ctx) {
   if (x.has_rank() && (*x.shape)[1].is_static()) {
     const int64_t c = (*x.shape)[1].value();
     if (c % group != 0) {
-      return ctx.Error(absl::StrCat("X ", x.ToString(), ": channels not divisible by group ", group));
+      return ctx.Error(
+          absl::StrCat("X ", x.ToString(), ": channels not divisible by group ", group));
     }
     cg = Dim(c / group);
   }
@@ -339,10 +342,11 @@ absl::Status ConvTransposeGradient(GradientBuilder& b) {
   }
   std::vector<int64_t> pads = pads_begin;
   pads.insert(pads.end(), pads_end.begin(), pads_end.end());
-  std::map<std::string, Attribute> conv = {
-      {"dilations", Attribute(attrs->dilations)}, {"group", Attribute(b.node().GetInt("group", 1))},
-      {"kernel_shape", Attribute(kernel)},        {"pads", Attribute(pads)},
-      {"strides", Attribute(attrs->strides)}};
+  std::map<std::string, Attribute> conv = {{"dilations", Attribute(attrs->dilations)},
+                                           {"group", Attribute(b.node().GetInt("group", 1))},
+                                           {"kernel_shape", Attribute(kernel)},
+                                           {"pads", Attribute(pads)},
+                                           {"strides", Attribute(attrs->strides)}};
   if (b.needs_input_grad(0)) {
     OTTR_ASSIGN_OR_RETURN(Value * dx, b.Emit1("Conv", {dyc, w}, conv));
     b.set_input_grad(0, dx);
@@ -382,8 +386,8 @@ absl::Status AveragePoolGradient(GradientBuilder& b) {
 absl::Status LpPoolGradient(GradientBuilder& b) {
   Value* dy = b.output_grad(0);
   if (dy == nullptr || !b.needs_input_grad(0)) return absl::OkStatus();
-  OTTR_ASSIGN_OR_RETURN(Value * dx, b.Emit1("LpPoolGrad", {dy, b.input(0), b.output(0)},
-                                            b.node().attrs(), Ottr()));
+  OTTR_ASSIGN_OR_RETURN(
+      Value * dx, b.Emit1("LpPoolGrad", {dy, b.input(0), b.output(0)}, b.node().attrs(), Ottr()));
   b.set_input_grad(0, dx);
   return absl::OkStatus();
 }
@@ -392,7 +396,8 @@ absl::Status LpPoolGradient(GradientBuilder& b) {
 // spatial dims, no padding, unit strides). X [N, C] (no spatial dims) is one element per plane.
 //   GlobalAveragePool: dX = Expand(dY / S, X's shape), S = the elements of a plane
 //   GlobalMaxPool:     dX = MaxPoolGrad(dY, X) {kernel_shape = spatial dims}   ([N, C]: dY)
-//   GlobalLpPool:      dX = LpPoolGrad(dY, X, Y) {kernel_shape, p}             ([N, C]: dY · sign X)
+//   GlobalLpPool:      dX = LpPoolGrad(dY, X, Y) {kernel_shape, p}             ([N, C]: dY · sign
+//   X)
 absl::Status GlobalAveragePoolGradient(GradientBuilder& b) {
   Value* dy = b.output_grad(0);
   if (dy == nullptr || !b.needs_input_grad(0)) return absl::OkStatus();

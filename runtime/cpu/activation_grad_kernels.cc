@@ -3,9 +3,9 @@
 //          Softsign,ThresholdedRelu}Grad(dY, Z) -> dX     and    ottr::PReluGrad(dY, X, slope).
 //
 // Each elementwise op is a functor f(dy, z) over the compute type (float for float, float16 and
-// bfloat16; double for double) run by one contiguous loop. Branches are bitwise selects and exp
-// and tanh are the inline float versions of elementwise_common.h, so the float loops vectorise
-// (except Gelu's exact form, which calls erf).
+// bfloat16; double for double) run by one contiguous loop. Branches are bitwise selects and exp,
+// tanh and erfc are the inline float versions of elementwise_common.h, so the float loops
+// vectorise.
 #include <cmath>
 #include <vector>
 
@@ -45,7 +45,8 @@ inline C Sigmoid(C x) {
 // z = Y.
 OTTR_ACTIVATION_GRAD_(ReluGradOp, Select(z > C(0), dy, C(0)))
 OTTR_ACTIVATION_GRAD_(SigmoidGradOp, dy* z*(C(1) - z))
-OTTR_ACTIVATION_GRAD_(TanhGradOp, dy*(C(1) - z * z))
+// 1 − Y² as (1 − Y)(1 + Y): 1 − Y is exact for |Y| ≥ 1/2, so no cancellation near |Y| = 1.
+OTTR_ACTIVATION_GRAD_(TanhGradOp, dy*((C(1) - z) * (C(1) + z)))
 // z = X.
 OTTR_ACTIVATION_GRAD_(SoftplusGradOp, dy* Sigmoid(z))
 OTTR_ACTIVATION_GRAD_(SoftsignGradOp, dy / ((C(1) + std::fabs(z)) * (C(1) + std::fabs(z))))
@@ -130,24 +131,36 @@ struct HardSigmoidGradOp {
   float beta;
 };
 
-struct GeluGradOp {
-  explicit GeluGradOp(const KernelContext& ctx)
-      : tanh_approximation(ctx.attr_string("approximate", "none") == "tanh") {}
+// Both forms are arranged so that nothing cancels in the left tail, where the derivative is tiny
+// and 1 + erf and 1 + tanh would lose every digit:
+//   none: Φ(x) = erfc(−x/√2) / 2;
+//   tanh: with e = e^(−2|u|) and r = 1 / (1 + e), (1 + t) / 2 = σ(2u) = (u ≥ 0 ? r : e r) and
+//         1 − t² = 4 σ(2u) σ(−2u) = 4 e r², so dX = dY · (σ(2u) + 2 X e r² · √(2/π) (1 + 3κX²)).
+// (Two functors rather than one with a flag, so each loop is branch-free.)
+struct GeluTanhGradOp {
+  explicit GeluTanhGradOp(const KernelContext&) {}
   template <typename C>
   C operator()(C dy, C x) const {
-    if (tanh_approximation) {
-      constexpr double kBeta = 0.7978845608028654;  // √(2/π)
-      constexpr double kKappa = 0.044715;
-      const C x2 = x * x;
-      const C t = Tanh(C(kBeta) * (x + C(kKappa) * x2 * x));
-      const C d = C(kBeta) * (C(1) + C(3 * kKappa) * x2);
-      return dy * (C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * d);
-    }
-    const C cdf = C(0.5) * (C(1) + std::erf(x * C(0.7071067811865476)));  // x / √2
-    const C pdf = Exp(C(-0.5) * x * x) * C(0.3989422804014327);         // 1 / √(2π)
+    constexpr double kBeta = 0.7978845608028654;  // √(2/π)
+    constexpr double kKappa = 0.044715;
+    const C x2 = x * x;
+    const C u = C(kBeta) * (x + C(kKappa) * x2 * x);
+    const C e = Exp(C(-2) * std::fabs(u));
+    const C r = C(1) / (C(1) + e);
+    const C s = Select(u >= C(0), r, e * r);
+    const C d = C(kBeta) * (C(1) + C(3 * kKappa) * x2);
+    return dy * (s + C(2) * x * e * r * r * d);
+  }
+};
+
+struct GeluErfGradOp {
+  explicit GeluErfGradOp(const KernelContext&) {}
+  template <typename C>
+  C operator()(C dy, C x) const {
+    const C cdf = C(0.5) * Erfc(x * C(-0.7071067811865476));  // −x / √2
+    const C pdf = Exp(C(-0.5) * x * x) * C(0.3989422804014327);  // 1 / √(2π)
     return dy * (cdf + x * pdf);
   }
-  bool tanh_approximation;
 };
 
 // dX = Op(dY, Z) for dY and Z of one float type and shape.
@@ -179,7 +192,8 @@ absl::Status GeluGradKernel(KernelContext& ctx) {
     return ctx.Error(absl::StrCat("attribute approximate must be \"none\" or \"tanh\", got \"",
                                   approximate, "\""));
   }
-  return ActivationGradKernel<GeluGradOp>(ctx);
+  return approximate == "tanh" ? ActivationGradKernel<GeluTanhGradOp>(ctx)
+                               : ActivationGradKernel<GeluErfGradOp>(ctx);
 }
 
 // Σ_i (x_i > 0 ? 0 : x_i · dy_i) over n elements (x with stride sx ∈ {0, 1}), in double with

@@ -144,21 +144,31 @@ struct ThresholdedReluOp {
   float alpha;
 };
 
-struct GeluOp {
-  explicit GeluOp(const KernelContext& ctx)
-      : tanh_approximation(ctx.attr_string("approximate", "none") == "tanh") {}
+// x Φ(x) with Φ(x) = erfc(−x/√2) / 2, and x σ(2u) for the tanh form ((1 + tanh u) / 2 = σ(2u)):
+// neither cancels in the left tail, where 1 + erf and 1 + tanh would lose every digit. Two
+// functors rather than one with a flag, so each loop is branch-free.
+struct GeluTanhOp {
+  explicit GeluTanhOp(const KernelContext&) {}
   template <typename T>
   static constexpr bool kSupports = kIsFloat<T>;
   template <typename C>
   C operator()(C x) const {
-    if (tanh_approximation) {
-      // sqrt(2 / pi) (x + 0.044715 x^3)
-      const C inner = C(0.7978845608028654) * (x + C(0.044715) * x * x * x);
-      return C(0.5) * x * (C(1) + Tanh(inner));
-    }
-    return C(0.5) * x * (C(1) + std::erf(x * C(0.7071067811865476)));  // x / sqrt(2)
+    // u = sqrt(2 / pi) (x + 0.044715 x^3)
+    const C u = C(0.7978845608028654) * (x + C(0.044715) * x * x * x);
+    const C e = Exp(C(-2) * std::fabs(u));
+    const C r = C(1) / (C(1) + e);
+    return x * Select(u >= C(0), r, e * r);
   }
-  bool tanh_approximation;
+};
+
+struct GeluErfOp {
+  explicit GeluErfOp(const KernelContext&) {}
+  template <typename T>
+  static constexpr bool kSupports = kIsFloat<T>;
+  template <typename C>
+  C operator()(C x) const {
+    return C(0.5) * x * Erfc(x * C(-0.7071067811865476));  // -x / sqrt(2)
+  }
 };
 
 template <typename Op>
@@ -183,7 +193,7 @@ absl::Status GeluKernel(KernelContext& ctx) {
     return ctx.Error(absl::StrCat("attribute approximate must be \"none\" or \"tanh\", got \"",
                                   approximate, "\""));
   }
-  return ActivationKernel<GeluOp>(ctx);
+  return approximate == "tanh" ? ActivationKernel<GeluTanhOp>(ctx) : ActivationKernel<GeluErfOp>(ctx);
 }
 
 // PRelu: y = x < 0 ? slope * x : x, slope broadcast against x.

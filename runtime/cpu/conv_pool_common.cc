@@ -23,8 +23,8 @@ absl::StatusOr<Geometry> ResolveGeometry(const KernelContext& ctx,
   if (!attrs.ok()) return ctx.Error(attrs.status().message());
   if (w_dims != nullptr) {
     if (w_dims->size() != x_dims.size()) {
-      return ctx.Error(absl::StrCat("W ", DimsString(*w_dims), " must have the rank of X ",
-                                    DimsString(x_dims)));
+      return ctx.Error(
+          absl::StrCat("W ", DimsString(*w_dims), " must have the rank of X ", DimsString(x_dims)));
     }
     const std::vector<int64_t> ws(w_dims->begin() + 2, w_dims->end());
     if (absl::Status s = ir::SetKernelFromWeights(*attrs, ws); !s.ok()) {
@@ -56,16 +56,20 @@ absl::StatusOr<Geometry> ResolveGeometry(const KernelContext& ctx,
   return g;
 }
 
-PoolWindows::PoolWindows(const Geometry& g) : g_(g), inside_(g.nd), padded_count_(g.nd) {
+PoolWindows::PoolWindows(const Geometry& g)
+    : g_(g), inside_(g.nd), padded_count_(g.nd), taps_(g.nd) {
   for (int64_t d = 0; d < g.nd; ++d) {
     inside_[d].resize(g.positions[d]);
     padded_count_[d].resize(g.positions[d]);
+    taps_[d].resize(g.positions[d]);
     for (int64_t o = 0; o < g.positions[d]; ++o) {
       for (int64_t j = 0; j < g.kernel[d]; ++j) {
         const int64_t i = o * g.stride[d] - g.pad_begin[d] + j * g.dilation[d];
         if (i >= 0 && i < g.image[d]) inside_[d][o].push_back(i);
         if (i < g.image[d] + g.pad_end[d]) ++padded_count_[d][o];
       }
+      const std::vector<int64_t>& in = inside_[d][o];
+      if (!in.empty()) taps_[d][o] = {in.front(), static_cast<int64_t>(in.size())};
     }
   }
 }

@@ -4,7 +4,9 @@
 #ifndef OTTR_RUNTIME_CPU_CONV_POOL_COMMON_H_
 #define OTTR_RUNTIME_CPU_CONV_POOL_COMMON_H_
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -41,8 +43,13 @@ class PoolWindows {
  public:
   explicit PoolWindows(const Geometry& g);
 
-  // Image indices on axis d covered by output coordinate o, inside the image, increasing.
-  const std::vector<int64_t>& Inside(int64_t d, int64_t o) const { return inside_[d][o]; }
+  // The taps of output coordinate o on axis d inside the image: image indices
+  // first + j * dilation[d], j < count (count 0 when the window lies in the padding).
+  struct Taps {
+    int64_t first = 0;
+    int64_t count = 0;
+  };
+  const Taps& AxisTaps(int64_t d, int64_t o) const { return taps_[d][o]; }
 
   // Calls window(o, pos, taps) for every output position o (flat, row-major; pos its
   // coordinates), where taps(fn) calls fn(offset, colmajor) for each element of that window
@@ -98,6 +105,122 @@ class PoolWindows {
   const Geometry& g_;
   std::vector<std::vector<std::vector<int64_t>>> inside_;  // [axis][o] -> image indices
   std::vector<std::vector<int64_t>> padded_count_;         // [axis][o]
+  std::vector<std::vector<Taps>> taps_;                    // [axis][o]
+};
+
+// MaxPool's choice in one window, compared in Acc: the first maximum, or the first NaN when there
+// is one; index -1 while no element has been seen (a window entirely in the padding).
+template <typename Acc>
+struct ArgMax {
+  Acc best = -std::numeric_limits<Acc>::infinity();
+  int64_t index = -1;
+  void Add(Acc v, int64_t i) {
+    if (index < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {
+      best = v;
+      index = i;
+    }
+  }
+};
+
+// T -> Acc without a round trip through double when they are the same type.
+template <typename Acc, typename T>
+inline Acc LoadAs(T v) {
+  if constexpr (std::is_same_v<Acc, T>) {
+    return v;
+  } else {
+    return static_cast<Acc>(ir::ToDouble(v));
+  }
+}
+
+// MaxPool of one 1-D or 2-D plane (the common case of the forward MaxPool and of MaxPoolGrad):
+// calls out(o, index) for each output position o in row-major order with the row-major offset
+// in the plane of ArgMax's choice (-1 for a window entirely in the padding). A 1-D plane is a
+// 2-D one of height 1.
+//
+// Windows entirely inside the plane take a branch-free path over precomputed tap offsets that
+// tracks only `v > best` (on random data that comparison is a coin flip, and a branch on it would
+// be mispredicted half the time); it notes whether a NaN was seen, and such a window, like a
+// window that overlaps the padding, is redone by ArgMax itself.
+class MaxPool2D {
+ public:
+  static bool Supports(const Geometry& g) { return g.nd == 1 || g.nd == 2; }
+
+  // Requires Supports(g).
+  explicit MaxPool2D(const Geometry& g) : g_(As2D(g)), windows_(g_) {
+    for (int64_t r = 0; r < g_.kernel[0]; ++r) {
+      for (int64_t c = 0; c < g_.kernel[1]; ++c) {
+        tap_offset_.push_back(r * g_.dilation[0] * g_.image[1] + c * g_.dilation[1]);
+      }
+    }
+  }
+  MaxPool2D(const MaxPool2D&) = delete;
+  MaxPool2D& operator=(const MaxPool2D&) = delete;
+
+  template <typename Acc, typename T, typename OutFn>
+  void Plane(const T* src, OutFn&& out) const {
+    const int64_t width = g_.image[1];
+    const int64_t out_w = g_.positions[1];
+    const int64_t taps = static_cast<int64_t>(tap_offset_.size());
+    const int64_t* off = tap_offset_.data();
+    int64_t o = 0;
+    for (int64_t oh = 0; oh < g_.positions[0]; ++oh) {
+      const PoolWindows::Taps& tr = windows_.AxisTaps(0, oh);
+      const bool full_row = tr.count == g_.kernel[0];
+      // Offset of the first tap of window (oh, 0), maybe outside the plane.
+      const int64_t row_base = (oh * g_.stride[0] - g_.pad_begin[0]) * width - g_.pad_begin[1];
+      for (int64_t ow = 0; ow < out_w; ++ow, ++o) {
+        const PoolWindows::Taps& tc = windows_.AxisTaps(1, ow);
+        if (full_row && tc.count == g_.kernel[1]) {
+          const int64_t base = row_base + ow * g_.stride[1];
+          const T* x = src + base;
+          Acc best = LoadAs<Acc>(x[off[0]]);
+          int64_t chosen = 0;
+          bool nan = best != best;
+          for (int64_t t = 1; t < taps; ++t) {
+            const Acc v = LoadAs<Acc>(x[off[t]]);
+            const bool take = v > best;
+            best = take ? v : best;
+            chosen = take ? t : chosen;
+            nan |= v != v;
+          }
+          if (!nan) {
+            out(o, base + off[chosen]);
+            continue;
+          }
+        }
+        ArgMax<Acc> m;
+        const int64_t first = tr.first * width + tc.first;
+        for (int64_t r = 0; r < tr.count; ++r) {
+          const int64_t line = first + r * g_.dilation[0] * width;
+          for (int64_t c = 0; c < tc.count; ++c) {
+            const int64_t at = line + c * g_.dilation[1];
+            m.Add(LoadAs<Acc>(src[at]), at);
+          }
+        }
+        out(o, m.index);
+      }
+    }
+  }
+
+ private:
+  // A 1-D geometry as a 2-D one of height 1.
+  static Geometry As2D(const Geometry& g) {
+    if (g.nd == 2) return g;
+    Geometry h;
+    h.nd = 2;
+    h.image = {1, g.image[0]};
+    h.positions = {1, g.positions[0]};
+    h.kernel = {1, g.kernel[0]};
+    h.stride = {1, g.stride[0]};
+    h.dilation = {1, g.dilation[0]};
+    h.pad_begin = {0, g.pad_begin[0]};
+    h.pad_end = {0, g.pad_end[0]};
+    return h;
+  }
+
+  const Geometry g_;
+  const PoolWindows windows_;        // over g_
+  std::vector<int64_t> tap_offset_;  // [r * kw + c] -> r * dilation_h * width + c * dilation_w
 };
 
 template <typename T>

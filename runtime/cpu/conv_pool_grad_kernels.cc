@@ -26,6 +26,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -39,6 +40,7 @@
 namespace ottr::runtime::cpu {
 namespace {
 
+using conv_pool::ArgMax;
 using conv_pool::DimsString;
 using conv_pool::Geometry;
 using conv_pool::PoolWindows;
@@ -104,8 +106,8 @@ absl::StatusOr<std::vector<int64_t>> ReadInputShape(const KernelContext& ctx, co
   }
   for (int64_t d : shape) {
     if (d < 0) {
-      return ctx.Error(absl::StrCat("attribute 'input_shape' = ", DimsString(shape),
-                                    " has a negative dim"));
+      return ctx.Error(
+          absl::StrCat("attribute 'input_shape' = ", DimsString(shape), " has a negative dim"));
     }
   }
   if (shape[0] != dy.dim(0)) {
@@ -153,8 +155,8 @@ absl::Status ConvGradInputKernel(KernelContext& ctx) {
   Tensor& dx = ctx.AllocateOutput(0, dy.dtype(), x_dims);
   if (dx.num_elements() == 0 || dy.num_elements() == 0) return absl::OkStatus();
   DispatchFloat({&dy, &w}, dx, [&]<typename T>(const std::vector<const T*>& in, T* out) {
-    conv_pool::ConvTransposeCompute(in[0], in[1], static_cast<const T*>(nullptr), out,
-                                    x_dims[0], m, c, group, g);
+    conv_pool::ConvTransposeCompute(in[0], in[1], static_cast<const T*>(nullptr), out, x_dims[0], m,
+                                    c, group, g);
   });
   return absl::OkStatus();
 }
@@ -196,8 +198,8 @@ void ConvGradFilterCompute(const T* dy, const T* x, T* dw, int64_t batch, int64_
             cols = col.data();
           }
           // acc_g (mg x kdim) (+)= dY_g (mg x P) · colsᵀ (P x kdim)
-          Gemm(false, true, mg, kdim, psize, T(1), dy + (n * out_channels + gi * mg) * psize,
-               psize, cols, psize, n == n0 ? T(0) : T(1), acc + gi * mg * kdim, kdim);
+          Gemm(false, true, mg, kdim, psize, T(1), dy + (n * out_channels + gi * mg) * psize, psize,
+               cols, psize, n == n0 ? T(0) : T(1), acc + gi * mg * kdim, kdim);
         }
       }
     }
@@ -256,51 +258,30 @@ void ForEachPlane(int64_t planes, double cost, const std::function<void(int64_t)
   });
 }
 
-// MaxPool's choice in one window: the first maximum, or the first NaN when there is one
-// (compared in Acc, as the forward kernel does).
-template <typename Acc>
-struct ArgMax {
-  Acc best = -std::numeric_limits<Acc>::infinity();
-  int64_t index = -1;
-  void Add(Acc v, int64_t i) {
-    if (index < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {
-      best = v;
-      index = i;
-    }
-  }
-};
-
 template <typename T>
 void MaxPoolGradCompute(const T* dy, const T* x, T* dx, int64_t planes, const Geometry& g) {
   const PoolWindows windows(g);
+  const std::unique_ptr<conv_pool::MaxPool2D> pool2d =
+      conv_pool::MaxPool2D::Supports(g) ? std::make_unique<conv_pool::MaxPool2D>(g) : nullptr;
   const int64_t isize = g.image_size();
   const int64_t osize = g.positions_size();
-  ForEachPlane(planes, static_cast<double>(osize) * g.kernel_size(), [&](int64_t p) {
-    const T* src = x + p * isize;
-    const T* grad = dy + p * osize;
-    T* dst = dx + p * isize;
-    if (g.nd == 2) {  // the common case, without the generic window walk
-      const int64_t width = g.image[1];
-      int64_t o = 0;
-      for (int64_t oh = 0; oh < g.positions[0]; ++oh) {
-        const std::vector<int64_t>& rows = windows.Inside(0, oh);
-        for (int64_t ow = 0; ow < g.positions[1]; ++ow, ++o) {
-          const std::vector<int64_t>& cols = windows.Inside(1, ow);
-          ArgMax<T> m;
-          for (int64_t r : rows) {
-            const T* line = src + r * width;
-            for (int64_t c : cols) m.Add(line[c], r * width + c);
-          }
-          if (m.index >= 0) dst[m.index] += grad[o];
-        }
+  ParallelFor(planes, static_cast<double>(osize) * g.kernel_size(), [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const T* src = x + p * isize;
+      const T* grad = dy + p * osize;
+      T* dst = dx + p * isize;
+      if (pool2d != nullptr) {
+        pool2d->Plane<T>(src, [&](int64_t o, int64_t index) {
+          if (index >= 0) dst[index] += grad[o];
+        });
+        continue;
       }
-      return;
+      windows.ForEach([&](int64_t o, const std::vector<int64_t>&, auto&& taps) {
+        ArgMax<T> m;
+        taps([&](int64_t row, int64_t) { m.Add(src[row], row); });
+        if (m.index >= 0) dst[m.index] += grad[o];
+      });
     }
-    windows.ForEach([&](int64_t o, const std::vector<int64_t>&, auto&& taps) {
-      ArgMax<T> m;
-      taps([&](int64_t row, int64_t) { m.Add(src[row], row); });
-      if (m.index >= 0) dst[m.index] += grad[o];
-    });
   });
 }
 
@@ -339,15 +320,18 @@ void AveragePoolGradCompute(const T* dy, T* dx, int64_t planes, const Geometry& 
     T* dst = dx + p * isize;
     if (g.nd == 2) {
       const int64_t width = g.image[1];
+      const int64_t row_step = g.dilation[0] * width;
+      const int64_t col_step = g.dilation[1];
       int64_t o = 0;
       for (int64_t oh = 0; oh < g.positions[0]; ++oh) {
-        const std::vector<int64_t>& rows = windows.Inside(0, oh);
+        const PoolWindows::Taps& tr = windows.AxisTaps(0, oh);
         for (int64_t ow = 0; ow < g.positions[1]; ++ow, ++o) {
-          const std::vector<int64_t>& cols = windows.Inside(1, ow);
+          const PoolWindows::Taps& tc = windows.AxisTaps(1, ow);
           const T v = grad[o] * inv[o];
-          for (int64_t r : rows) {
-            T* line = dst + r * width;
-            for (int64_t c : cols) line[c] += v;
+          T* base = dst + tr.first * width + tc.first;
+          for (int64_t r = 0; r < tr.count; ++r) {
+            T* line = base + r * row_step;
+            for (int64_t c = 0; c < tc.count; ++c) line[c * col_step] += v;
           }
         }
       }
@@ -395,7 +379,9 @@ void LpPoolGradCompute(const T* dy, const T* x, const T* y, T* dx, int64_t plane
       const double scale = static_cast<double>(grad[o]) / (p == 2.0 ? yo : std::pow(yo, p - 1.0));
       taps([&](int64_t row, int64_t) {
         const double v = static_cast<double>(src[row]);
-        const double d = p == 1.0   ? (v > 0 ? 1.0 : v < 0 ? -1.0 : 0.0)
+        const double d = p == 1.0   ? (v > 0   ? 1.0
+                                       : v < 0 ? -1.0
+                                               : 0.0)
                          : p == 2.0 ? v
                                     : std::copysign(std::pow(std::fabs(v), p - 1.0), v);
         dst[row] += static_cast<T>(scale * d);

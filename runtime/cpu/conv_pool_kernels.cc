@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -119,7 +120,8 @@ absl::Status ConvKernel(KernelContext& ctx) {
   OTTR_RETURN_IF_ERROR(CheckConvDTypes(ctx));
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
-  OTTR_ASSIGN_OR_RETURN(Geometry g, conv_pool::ResolveGeometry(ctx, x.dims(), &w.dims(), WindowOp::kConv));
+  OTTR_ASSIGN_OR_RETURN(Geometry g,
+                        conv_pool::ResolveGeometry(ctx, x.dims(), &w.dims(), WindowOp::kConv));
   const int64_t group = ctx.attr_int("group", 1);
   const int64_t c = x.dim(1);
   const int64_t m = w.dim(0);
@@ -144,7 +146,8 @@ absl::Status ConvTransposeKernel(KernelContext& ctx) {
   OTTR_RETURN_IF_ERROR(CheckConvDTypes(ctx));
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
-  OTTR_ASSIGN_OR_RETURN(Geometry g, conv_pool::ResolveGeometry(ctx, x.dims(), &w.dims(), WindowOp::kConvTranspose));
+  OTTR_ASSIGN_OR_RETURN(
+      Geometry g, conv_pool::ResolveGeometry(ctx, x.dims(), &w.dims(), WindowOp::kConvTranspose));
   const int64_t group = ctx.attr_int("group", 1);
   const int64_t c = x.dim(1);
   if (group < 1 || c % group != 0 || w.dim(0) != c) {
@@ -182,32 +185,45 @@ void MaxPoolCompute(const T* x, T* y, int64_t* indices, int64_t planes, const Ge
                     bool column_major) {
   using Acc = std::conditional_t<std::is_same_v<T, double> || std::is_integral_v<T>, double, float>;
   const PoolWindows windows(g);
+  const std::unique_ptr<conv_pool::MaxPool2D> pool2d =
+      conv_pool::MaxPool2D::Supports(g) ? std::make_unique<conv_pool::MaxPool2D>(g) : nullptr;
   const int64_t isize = g.image_size();
   const int64_t osize = g.positions_size();
+  T empty;  // a window entirely in the padding
+  if constexpr (std::is_integral_v<T>) {
+    empty = std::numeric_limits<T>::lowest();
+  } else {
+    empty = ir::FromDouble<T>(-std::numeric_limits<double>::infinity());
+  }
   ParallelFor(planes, static_cast<double>(osize) * g.kernel_size(), [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const T* src = x + p * isize;
       T* dst = y + p * osize;
-      windows.ForEach([&](int64_t o, const std::vector<int64_t>&, auto&& taps) {
-        Acc best = -std::numeric_limits<Acc>::infinity();
-        int64_t best_index = -1;
-        taps([&](int64_t row, int64_t col) {
-          const Acc v = static_cast<Acc>(ir::ToDouble(src[row]));
-          if (best_index < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {
-            best = v;
-            best_index = column_major ? col : row;
-          }
+      int64_t* idx = indices != nullptr ? indices + p * osize : nullptr;
+      // The chosen element is copied, so the value is exact whatever Acc is.
+      auto emit = [&](int64_t o, int64_t row, int64_t col) {
+        dst[o] = row < 0 ? empty : src[row];
+        if (idx != nullptr) idx[o] = row < 0 ? -1 : p * isize + (column_major ? col : row);
+      };
+      if (pool2d != nullptr) {
+        // Column-major spatial index of a 2-D plane: row + col * height (1-D: the same).
+        const bool transpose = column_major && g.nd == 2;
+        const int64_t width = g.image[g.nd - 1];
+        const int64_t height = g.image[0];
+        pool2d->Plane<Acc>(src, [&](int64_t o, int64_t index) {
+          emit(o, index, transpose && index >= 0 ? index % width * height + index / width : index);
         });
-        if (best_index >= 0) {
-          dst[o] = ir::FromDouble<T>(best);
-        } else if constexpr (std::is_integral_v<T>) {  // a window entirely in the padding
-          dst[o] = std::numeric_limits<T>::lowest();
-        } else {
-          dst[o] = ir::FromDouble<T>(-std::numeric_limits<double>::infinity());
-        }
-        if (indices != nullptr) {
-          indices[p * osize + o] = best_index < 0 ? -1 : p * isize + best_index;
-        }
+        continue;
+      }
+      windows.ForEach([&](int64_t o, const std::vector<int64_t>&, auto&& taps) {
+        conv_pool::ArgMax<Acc> m;
+        int64_t col = -1;
+        taps([&](int64_t row, int64_t colmajor) {
+          const int64_t before = m.index;
+          m.Add(static_cast<Acc>(ir::ToDouble(src[row])), row);
+          if (m.index != before) col = colmajor;
+        });
+        emit(o, m.index, col);
       });
     }
   });
@@ -219,7 +235,8 @@ absl::Status MaxPoolKernel(KernelContext& ctx) {
     return ctx.Unsupported(
         absl::StrCat("element type ", ir::DTypeName(x.dtype()), " is not supported"));
   }
-  OTTR_ASSIGN_OR_RETURN(Geometry g, conv_pool::ResolveGeometry(ctx, x.dims(), nullptr, WindowOp::kPool));
+  OTTR_ASSIGN_OR_RETURN(Geometry g,
+                        conv_pool::ResolveGeometry(ctx, x.dims(), nullptr, WindowOp::kPool));
   const int64_t storage_order = ctx.attr_int("storage_order", 0);
   if (storage_order != 0 && storage_order != 1) {
     return ctx.Error(
@@ -290,7 +307,8 @@ absl::StatusOr<int64_t> ReadP(const KernelContext& ctx) {
 absl::Status AverageOrLpPool(KernelContext& ctx, bool lp) {
   OTTR_RETURN_IF_ERROR(CheckFloatInput(ctx));
   const Tensor& x = ctx.input(0);
-  OTTR_ASSIGN_OR_RETURN(Geometry g, conv_pool::ResolveGeometry(ctx, x.dims(), nullptr, WindowOp::kPool));
+  OTTR_ASSIGN_OR_RETURN(Geometry g,
+                        conv_pool::ResolveGeometry(ctx, x.dims(), nullptr, WindowOp::kPool));
   const bool count_include_pad = ctx.attr_int("count_include_pad", 0) != 0;
   int64_t p = 2;
   if (lp) {

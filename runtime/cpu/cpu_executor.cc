@@ -1,7 +1,12 @@
 #include "runtime/cpu/cpu_executor.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 #include <sstream>
+#include <stdexcept>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -47,11 +52,149 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const ir::Graph
                                                                   CpuExecutorOptions options) {
   OTTR_RETURN_IF_ERROR(CheckCpuKernels(graph));
   OTTR_RETURN_IF_ERROR(graph.TopoOrder().status());
-  return std::unique_ptr<CpuExecutor>(new CpuExecutor(graph, options));
+  auto exec = std::unique_ptr<CpuExecutor>(new CpuExecutor(graph, options));
+  if (options.memory_plan != nullptr) OTTR_RETURN_IF_ERROR(exec->SetUpArena());
+  return exec;
+}
+
+void* CpuExecutor::ArenaAddress(const ir::Value* v) const {
+  const int64_t offset = options_.memory_plan->OffsetOf(v);
+  return offset < 0 ? nullptr : static_cast<char*>(arena_.get()) + offset;
+}
+
+absl::Status CpuExecutor::SetUpArena() {
+  const passes::MemoryPlan& plan = *options_.memory_plan;
+  // The plan must be this graph's (pointer identity) and self-consistent enough that no write
+  // can leave the arena.
+  if (static_cast<int64_t>(plan.schedule.size()) != graph_.num_nodes()) {
+    return absl::InvalidArgumentError(absl::StrCat("the memory plan schedules ", plan.schedule.size(),
+                                                   " nodes; the graph has ", graph_.num_nodes()));
+  }
+  absl::flat_hash_map<const ir::Node*, int> seen;
+  for (const ir::Node* n : graph_.nodes()) seen[n] = 0;
+  for (const ir::Node* n : plan.schedule) {
+    auto it = seen.find(n);
+    if (it == seen.end() || it->second++ != 0) {
+      return absl::InvalidArgumentError("the memory plan was made for another graph");
+    }
+  }
+  for (const auto& [v, b] : plan.buffer_of) {
+    const ir::TensorType& t = v->type();
+    if (b < 0 || b >= static_cast<int>(plan.buffers.size()) || !t.is_static() ||
+        plan.buffers[b].offset < 0 ||
+        plan.buffers[b].offset + ir::NumElements(ir::StaticDims(*t.shape)) *
+                static_cast<int64_t>(ir::DTypeSize(t.dtype)) > plan.peak_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat("the memory plan places '", v->name(),
+                                                     "' outside its arena"));
+    }
+  }
+  if (!options_.auto_commit) {
+    for (const ir::StateUpdate& u : graph_.updates()) {
+      auto bv = plan.buffer_of.find(u.value);
+      auto bt = plan.buffer_of.find(u.target);
+      if (bv != plan.buffer_of.end() && bt != plan.buffer_of.end() && bv->second == bt->second) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "auto_commit = false needs a memory plan without in-place state updates, but '",
+            u.value->name(), "' is planned in the buffer of '", u.target->name(),
+            "' (plan with PlanOptions::in_place_updates = false)"));
+      }
+    }
+  }
+  const size_t alignment = std::max<size_t>(64, static_cast<size_t>(plan.alignment));
+  const size_t bytes = (static_cast<size_t>(std::max<int64_t>(plan.peak_bytes, 1)) + alignment - 1) /
+                       alignment * alignment;
+  void* memory = std::aligned_alloc(alignment, bytes);
+  if (memory == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate the ", bytes,
+                                                     "-byte arena of the memory plan"));
+  }
+  arena_ = std::unique_ptr<void, void (*)(void*)>(memory, std::free);
+  // Poison: a read of bytes nothing wrote shows up as NaN (0xFF.. floats) rather than as zeros.
+  std::memset(memory, 0xFF, bytes);
+  for (const ir::Value* v : graph_.initializers()) {
+    void* at = ArenaAddress(v);
+    if (at == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("the memory plan has no buffer for initializer '",
+                                                     v->name(), "'"));
+    }
+    const Tensor& t = state_.at(v);
+    std::memcpy(at, t.raw_data(), t.nbytes());
+    state_[v] = Tensor::View(t.dtype(), t.dims(), at);
+  }
+  planned_outputs_.assign(plan.schedule.size(), {});
+  for (size_t k = 0; k < plan.schedule.size(); ++k) {
+    const ir::Node& n = *plan.schedule[k];
+    std::vector<PlannedOutput>& outs = planned_outputs_[k];
+    outs.resize(n.num_outputs());
+    for (int i = 0; i < n.num_outputs(); ++i) {
+      const ir::Value* v = n.output(i);
+      if (v == nullptr || !plan.buffer_of.contains(v)) continue;
+      auto alias = plan.alias_of.find(v);
+      // A view's memory is its input's: the kernel returns a view (SetOutput), or its copy is
+      // moved there afterwards; handing out that memory zero-filled would clear the input.
+      if (alias != plan.alias_of.end() && alias->second.kind == passes::Alias::Kind::kView) continue;
+      outs[i].data = ArenaAddress(v);
+      outs[i].dtype = v->type().dtype;
+      outs[i].dims = ir::StaticDims(*v->type().shape);
+      outs[i].zero = alias == plan.alias_of.end();
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Tensor>> CpuExecutor::RunPlanned(const TensorMap& feeds) {
+  absl::flat_hash_map<const ir::Value*, Tensor> env = state_;
+  // Initializers fed for this run only: their bytes are restored afterwards unless their update
+  // was written in place (then the update computed from the fed value is the new state, as
+  // without a plan).
+  std::vector<std::pair<const ir::Value*, Tensor>> saved;
+  for (const auto& [name, t] : feeds) {
+    const ir::Value* v = graph_.FindValue(name);
+    if (v == nullptr || (v->kind() != ir::Value::Kind::kInput && !v->is_initializer())) {
+      return absl::InvalidArgumentError(absl::StrCat("the model has no input named '", name, "'"));
+    }
+    OTTR_RETURN_IF_ERROR(CheckFeed(*v, t));
+    void* at = ArenaAddress(v);
+    const ir::TensorType& want = v->type();
+    if (at == nullptr || !want.is_static() || ir::StaticDims(*want.shape) != t.dims()) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", name, "' is ", t.type().ToString(),
+                                                     "; the memory plan was made for ",
+                                                     want.ToString()));
+    }
+    if (v->is_initializer()) saved.emplace_back(v, state_.at(v).Clone());
+    std::memcpy(at, t.raw_data(), t.nbytes());
+    env[v] = Tensor::View(t.dtype(), t.dims(), at);
+  }
+  for (const ir::Value* v : graph_.inputs()) {
+    if (!env.contains(v)) {
+      return absl::InvalidArgumentError(absl::StrCat("missing input '", v->name(), "' (",
+                                                     v->type().ToString(), ")"));
+    }
+  }
+  absl::StatusOr<std::vector<Tensor>> ran = RunGraph(graph_, std::move(env), nullptr, true);
+  const passes::MemoryPlan& plan = *options_.memory_plan;
+  for (auto& [v, t] : saved) {
+    bool in_place = false;
+    for (const ir::StateUpdate& u : graph_.updates()) {
+      in_place |= u.target == v && ran.ok() && plan.buffer_of.contains(u.value) &&
+                  plan.buffer_of.at(u.value) == plan.buffer_of.at(v);
+    }
+    if (!in_place) std::memcpy(state_.at(v).raw_data(), t.raw_data(), t.nbytes());
+  }
+  if (!ran.ok()) return ran.status();
+  std::vector<Tensor> results = *std::move(ran);
+  const size_t n_out = graph_.outputs().size();
+  OTTR_RET_CHECK(results.size() == n_out + graph_.updates().size());
+  pending_.assign(results.begin() + n_out, results.end());  // views: valid until the next Run
+  results.resize(n_out);
+  for (Tensor& t : results) t = t.Clone();  // the arena is reused by the next Run
+  if (options_.auto_commit) CommitUpdates();
+  return results;
 }
 
 absl::StatusOr<std::vector<Tensor>> CpuExecutor::Run(const TensorMap& feeds) {
   pending_.clear();
+  if (options_.memory_plan != nullptr) return RunPlanned(feeds);
   absl::flat_hash_map<const ir::Value*, Tensor> env = state_;
   for (const auto& [name, t] : feeds) {
     const ir::Value* v = graph_.FindValue(name);
@@ -81,7 +224,16 @@ absl::StatusOr<std::vector<Tensor>> CpuExecutor::Run(const TensorMap& feeds) {
 
 void CpuExecutor::CommitUpdates() {
   for (size_t i = 0; i < pending_.size() && i < graph_.updates().size(); ++i) {
-    state_[graph_.updates()[i].target] = std::move(pending_[i]);
+    const ir::Value* target = graph_.updates()[i].target;
+    if (options_.memory_plan != nullptr) {
+      // The state lives in the arena: copy unless the update was computed in place.
+      Tensor& state = state_.at(target);
+      if (state.raw_data() != pending_[i].raw_data()) {
+        std::memmove(state.raw_data(), pending_[i].raw_data(), state.nbytes());
+      }
+      continue;
+    }
+    state_[target] = std::move(pending_[i]);
   }
   pending_.clear();
 }
@@ -101,6 +253,10 @@ absl::Status CpuExecutor::SetState(const std::string& name, Tensor t) {
   if (t.dtype() != v->type().dtype || t.type() != v->type()) {
     return absl::InvalidArgumentError(absl::StrCat("state '", name, "' is ", v->type().ToString(),
                                                    ", got ", t.type().ToString()));
+  }
+  if (options_.memory_plan != nullptr) {
+    std::memcpy(state_.at(v).raw_data(), t.raw_data(), t.nbytes());
+    return absl::OkStatus();
   }
   state_[v] = std::move(t);
   return absl::OkStatus();
@@ -163,11 +319,30 @@ absl::Status CheckFinite(const ir::Node& n, int i, const Tensor& t) {
   return absl::OkStatus();
 }
 
+// A planned output the kernel produced outside its planned memory (a view of an input via
+// SetOutput, a result built on the side) is copied there, so that later reads find it where the
+// plan says. For a view op the copy writes the input's own bytes over themselves.
+absl::Status MoveToPlannedPlace(const ir::Node& n, int i, void* at, Tensor& t) {
+  if (at == nullptr || t.raw_data() == at) return absl::OkStatus();
+  const ir::TensorType& want = n.output(i)->type();
+  const size_t planned = static_cast<size_t>(ir::NumElements(ir::StaticDims(*want.shape))) *
+                         ir::DTypeSize(want.dtype);
+  if (t.nbytes() != planned) {
+    return absl::InternalError(absl::StrCat(
+        n.Describe(), ": output ", i, " '", n.output(i)->name(), "' was computed as ",
+        ir::DTypeName(t.dtype()), "[", absl::StrJoin(t.dims(), ","), "] (", t.nbytes(),
+        " bytes) but the memory plan holds ", want.ToString(), " (", planned, " bytes)"));
+  }
+  std::memmove(at, t.raw_data(), t.nbytes());
+  t = Tensor::View(t.dtype(), t.dims(), at);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<Tensor>> CpuExecutor::RunGraph(
     const ir::Graph& graph, absl::flat_hash_map<const ir::Value*, Tensor> env,
-    const Scope* parent) {
+    const Scope* parent, bool planned) {
   Scope scope{&graph, &env, parent};
   for (const ir::Value* c : graph.captures()) {
     const Tensor* t = parent ? parent->Lookup(c->name()) : nullptr;
@@ -178,7 +353,12 @@ absl::StatusOr<std::vector<Tensor>> CpuExecutor::RunGraph(
     }
     env[c] = *t;
   }
-  OTTR_ASSIGN_OR_RETURN(std::vector<ir::Node*> order, graph.TopoOrder());
+  std::vector<ir::Node*> order;
+  if (planned) {
+    order = options_.memory_plan->schedule;
+  } else {
+    OTTR_ASSIGN_OR_RETURN(order, graph.TopoOrder());
+  }
   // Position of the last node reading each value; values read by nobody die after production.
   absl::flat_hash_map<const ir::Value*, size_t> last_use;
   for (size_t k = 0; k < order.size(); ++k) {
@@ -215,14 +395,27 @@ absl::StatusOr<std::vector<Tensor>> CpuExecutor::RunGraph(
     }
     std::vector<Tensor> outputs(n.num_outputs());
     KernelContext ctx(n, std::move(inputs), &outputs, &rng_, run_subgraph);
+    if (planned) ctx.set_planned_outputs(&planned_outputs_[k]);
     const KernelFn* fn = kernels.Find(n.domain(), n.op_type());
     OTTR_RET_CHECK(fn != nullptr) << n.Describe() << " has no CPU kernel";
-    OTTR_RETURN_IF_ERROR((*fn)(ctx));
+    // Tensor's constructor throws when an output's size overflows or cannot be allocated: a
+    // shape fed at run time may ask for 2^62 elements, which is an error, not a crash.
+    absl::Status kernel_status;
+    try {
+      kernel_status = (*fn)(ctx);
+    } catch (const std::bad_alloc&) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(n.Describe(), ": cannot allocate an output of this size"));
+    } catch (const std::length_error& e) {
+      return absl::InvalidArgumentError(absl::StrCat(n.Describe(), ": ", e.what()));
+    }
+    OTTR_RETURN_IF_ERROR(kernel_status);
     for (int i = 0; i < n.num_outputs(); ++i) {
       if (!outputs[i].defined()) {
         OTTR_RET_CHECK(!n.output_used(i)) << n.Describe() << " did not compute output " << i;
         continue;
       }
+      if (planned) OTTR_RETURN_IF_ERROR(MoveToPlannedPlace(n, i, ArenaAddress(n.output(i)), outputs[i]));
       if (options_.check_types) OTTR_RETURN_IF_ERROR(CheckOutputType(n, i, outputs[i]));
       if (options_.check_finite) OTTR_RETURN_IF_ERROR(CheckFinite(n, i, outputs[i]));
       env[n.output(i)] = std::move(outputs[i]);

@@ -319,7 +319,7 @@ struct ErfOp {
   template <typename C>
   C operator()(C x) const {
     if constexpr (kIsFloat<C>) {
-      return std::erf(x);
+      return Erf(x);  // inline float version (vectorises) for float and the half types
     } else {
       return ConvertElement<C>(std::erf(static_cast<double>(x)));
     }

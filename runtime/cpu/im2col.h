@@ -95,11 +95,83 @@ inline void ValidRange(int64_t n, int64_t s, int64_t base, int64_t w, int64_t& l
   hi = std::clamp<int64_t>(ceil_div(w - base, s), lo, n);
 }
 
-}  // namespace internal
+// The 1-D/2-D case as (height, width) pairs; a 1-D geometry has height 1.
+struct Plane2D {
+  int64_t in_h, in_w, out_h, out_w, k_h, k_w, s_h, s_w, d_h, d_w, p_h, p_w;
+};
 
-// col[(c * K + k) * P + p] = image[c][position p, kernel offset k], 0 outside the image.
+inline Plane2D AsPlane2D(const Geometry& g) {
+  if (g.nd == 1) {
+    return {1, g.image[0],  1, g.positions[0], 1, g.kernel[0],
+            1, g.stride[0], 1, g.dilation[0],  0, g.pad_begin[0]};
+  }
+  return {g.image[0],  g.image[1],  g.positions[0], g.positions[1], g.kernel[0],    g.kernel[1],
+          g.stride[0], g.stride[1], g.dilation[0],  g.dilation[1],  g.pad_begin[0], g.pad_begin[1]};
+}
+
+// Im2Col for 1-D and 2-D geometries: direct loops (no per-row callbacks), and for unit stride a
+// plain copy loop the compiler vectorises (rows are short: a call to memcpy costs more).
 template <typename T>
-void Im2Col(const T* image, int64_t channels, const Geometry& g, T* col) {
+void Im2Col2D(const T* image, int64_t channels, const Plane2D& q, T* col) {
+  T* dst = col;
+  for (int64_t c = 0; c < channels; ++c) {
+    const T* plane = image + c * q.in_h * q.in_w;
+    for (int64_t i = 0; i < q.k_h; ++i) {
+      for (int64_t j = 0; j < q.k_w; ++j) {
+        const int64_t base = j * q.d_w - q.p_w;  // column of output column 0
+        int64_t lo, hi;
+        ValidRange(q.out_w, q.s_w, base, q.in_w, lo, hi);
+        for (int64_t oh = 0; oh < q.out_h; ++oh, dst += q.out_w) {
+          const int64_t ih = oh * q.s_h - q.p_h + i * q.d_h;
+          if (ih < 0 || ih >= q.in_h) {
+            std::fill(dst, dst + q.out_w, T(0));
+            continue;
+          }
+          const T* __restrict src = plane + ih * q.in_w + base;
+          T* __restrict out = dst;
+          for (int64_t o = 0; o < lo; ++o) out[o] = T(0);
+          if (q.s_w == 1) {
+            for (int64_t o = lo; o < hi; ++o) out[o] = src[o];
+          } else {
+            for (int64_t o = lo; o < hi; ++o) out[o] = src[o * q.s_w];
+          }
+          for (int64_t o = hi; o < q.out_w; ++o) out[o] = T(0);
+        }
+      }
+    }
+  }
+}
+
+// Col2Im for 1-D and 2-D geometries (see Im2Col2D).
+template <typename T>
+void Col2Im2D(const T* col, int64_t channels, const Plane2D& q, T* image) {
+  const T* from = col;
+  for (int64_t c = 0; c < channels; ++c) {
+    T* plane = image + c * q.in_h * q.in_w;
+    for (int64_t i = 0; i < q.k_h; ++i) {
+      for (int64_t j = 0; j < q.k_w; ++j) {
+        const int64_t base = j * q.d_w - q.p_w;
+        int64_t lo, hi;
+        ValidRange(q.out_w, q.s_w, base, q.in_w, lo, hi);
+        for (int64_t oh = 0; oh < q.out_h; ++oh, from += q.out_w) {
+          const int64_t ih = oh * q.s_h - q.p_h + i * q.d_h;
+          if (ih < 0 || ih >= q.in_h) continue;
+          T* __restrict dst = plane + ih * q.in_w + base;
+          const T* __restrict src = from;
+          if (q.s_w == 1) {
+            for (int64_t o = lo; o < hi; ++o) dst[o] += src[o];
+          } else {
+            for (int64_t o = lo; o < hi; ++o) dst[o * q.s_w] += src[o];
+          }
+        }
+      }
+    }
+  }
+}
+
+// Any number of spatial axes, through ForEachPositionRow.
+template <typename T>
+void Im2ColND(const T* image, int64_t channels, const Geometry& g, T* col) {
   const int64_t isize = g.image_size();
   const int64_t ksize = g.kernel_size();
   const int64_t last = g.nd - 1;
@@ -133,10 +205,8 @@ void Im2Col(const T* image, int64_t channels, const Geometry& g, T* col) {
   }
 }
 
-// image[c][position p, kernel offset k] += col[(c * K + k) * P + p] (the adjoint of Im2Col). The
-// caller initialises `image` (zeros, or a bias).
 template <typename T>
-void Col2Im(const T* col, int64_t channels, const Geometry& g, T* image) {
+void Col2ImND(const T* col, int64_t channels, const Geometry& g, T* image) {
   const int64_t isize = g.image_size();
   const int64_t ksize = g.kernel_size();
   const int64_t last = g.nd - 1;
@@ -164,6 +234,29 @@ void Col2Im(const T* col, int64_t channels, const Geometry& g, T* image) {
         src += width;
       });
     }
+  }
+}
+
+}  // namespace internal
+
+// col[(c * K + k) * P + p] = image[c][position p, kernel offset k], 0 outside the image.
+template <typename T>
+void Im2Col(const T* image, int64_t channels, const Geometry& g, T* col) {
+  if (g.nd <= 2) {
+    internal::Im2Col2D(image, channels, internal::AsPlane2D(g), col);
+  } else {
+    internal::Im2ColND(image, channels, g, col);
+  }
+}
+
+// image[c][position p, kernel offset k] += col[(c * K + k) * P + p] (the adjoint of Im2Col). The
+// caller initialises `image` (zeros, or a bias).
+template <typename T>
+void Col2Im(const T* col, int64_t channels, const Geometry& g, T* image) {
+  if (g.nd <= 2) {
+    internal::Col2Im2D(col, channels, internal::AsPlane2D(g), image);
+  } else {
+    internal::Col2ImND(col, channels, g, image);
   }
 }
 

@@ -1,12 +1,21 @@
 #include "runtime/cpu/kernel.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 
 namespace ottr::runtime::cpu {
 
 Tensor& KernelContext::AllocateOutput(int i, DType dtype, std::vector<int64_t> dims) {
+  if (planned_ != nullptr && i < static_cast<int>(planned_->size())) {
+    const PlannedOutput& p = (*planned_)[i];
+    if (p.data != nullptr && p.dtype == dtype && p.dims == dims) {
+      (*outputs_)[i] = Tensor::View(dtype, std::move(dims), p.data);
+      if (p.zero) std::memset(p.data, 0, (*outputs_)[i].nbytes());
+      return (*outputs_)[i];
+    }
+  }
   (*outputs_)[i] = Tensor(dtype, std::move(dims));
   return (*outputs_)[i];
 }

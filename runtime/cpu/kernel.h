@@ -30,6 +30,17 @@ using KernelFn = std::function<absl::Status(KernelContext&)>;
 using SubgraphRunner = std::function<absl::StatusOr<std::vector<Tensor>>(
     const ir::Graph& body, const std::vector<Tensor>& inputs)>;
 
+// Where AllocateOutput puts an output when the executor runs from a memory plan
+// (passes/memory_planner.h): `data` points into the arena at the output's planned offset, with
+// room for the planned type. `zero` is false when the output takes over an input's buffer in
+// place: the kernel still reads that input, so the bytes must not be cleared.
+struct PlannedOutput {
+  void* data = nullptr;  // null: allocate as usual
+  DType dtype = DType::kUndefined;
+  std::vector<int64_t> dims;
+  bool zero = true;
+};
+
 class KernelContext {
  public:
   KernelContext(const ir::Node& node, std::vector<const Tensor*> inputs,
@@ -46,7 +57,10 @@ class KernelContext {
   // False when nothing reads output i; a kernel may then leave it unset.
   bool output_needed(int i) const { return node_.output_used(i); }
 
-  // Allocates output i (zero-filled) and returns it for the kernel to fill.
+  // Allocates output i (zero-filled) and returns it for the kernel to fill. With planned outputs
+  // (set_planned_outputs) and `dtype`/`dims` equal to the planned type, the tensor is a view of
+  // the planned memory instead (zero-filled unless the output is planned in place over an input,
+  // see PlannedOutput::zero).
   Tensor& AllocateOutput(int i, DType dtype, std::vector<int64_t> dims);
   // Sets output i to an existing tensor (e.g. a reshaped view of an input: no copy).
   void SetOutput(int i, Tensor t) { (*outputs_)[i] = std::move(t); }
@@ -76,12 +90,17 @@ class KernelContext {
     return subgraphs_(body, inputs);
   }
 
+  // Planned memory for the outputs (one entry per output; null = none). The executor owns it and
+  // keeps it alive while the kernel runs.
+  void set_planned_outputs(const std::vector<PlannedOutput>* planned) { planned_ = planned; }
+
  private:
   const ir::Node& node_;
   std::vector<const Tensor*> inputs_;
   std::vector<Tensor>* outputs_;
   std::mt19937_64* rng_;
   SubgraphRunner subgraphs_;
+  const std::vector<PlannedOutput>* planned_ = nullptr;
 };
 
 class KernelRegistry {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -455,6 +456,212 @@ TEST(BadFeedSymbolicTest, SameSymbolBoundToDifferentSizes) {
   auto bad = (*exec)->Run({{"a", testing::RandomFloat({3}, 1)}, {"b", testing::RandomFloat({4}, 2)}});
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(Message(bad.status()), HasSubstr("add_ab"));
+}
+
+// ---- graphs that are malformed in other ways ----
+
+TEST_F(BadInputTest, ValueDefinedTwice) {
+  onnx::ModelProto m = NewModel(17);
+  AddInput(m, "x", onnx::TensorProto::FLOAT, {2, 3});
+  AddNode(m, "Relu", {"x"}, {"y"}, "first");
+  AddNode(m, "Neg", {"x"}, {"y"}, "second");  // SSA: 'y' already has a producer
+  AddOutput(m, "y");
+  auto g = importer::ImportModel(m);
+  ASSERT_FALSE(g.ok());
+  EXPECT_THAT(Message(g.status()), HasSubstr("'y'"));
+}
+
+TEST_F(BadInputTest, WrongNumberOfInputsOrOutputs) {
+  onnx::ModelProto m = NewModel(17);
+  AddInput(m, "x", onnx::TensorProto::FLOAT, {2, 3});
+  AddNode(m, "Relu", {"x", "x"}, {"y"}, "relu_two_inputs");
+  AddOutput(m, "y");
+  auto g = importer::ImportModel(m);
+  ASSERT_FALSE(g.ok());
+  EXPECT_THAT(Message(g.status()), HasSubstr("relu_two_inputs"));
+
+  onnx::ModelProto m2 = NewModel(17);
+  AddInput(m2, "x", onnx::TensorProto::FLOAT, {2, 3});
+  AddNode(m2, "Relu", {"x"}, {}, "relu_no_output");
+  AddOutput(m2, "x");
+  auto g2 = importer::ImportModel(m2);
+  ASSERT_FALSE(g2.ok());
+  EXPECT_THAT(Message(g2.status()), HasSubstr("relu_no_output"));
+}
+
+TEST_F(BadInputTest, AttributeOfTheWrongKind) {
+  onnx::ModelProto m = NewModel(17);
+  AddInput(m, "a", onnx::TensorProto::FLOAT, {2, 3});
+  AddInput(m, "b", onnx::TensorProto::FLOAT, {4, 3});
+  onnx::NodeProto* n = AddNode(m, "Gemm", {"a", "b"}, {"y"}, "gemm_node");
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name("transB");
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s("yes");
+  AddOutput(m, "y");
+  auto g = importer::ImportModel(m);
+  ASSERT_FALSE(g.ok());
+  EXPECT_THAT(Message(g.status()), HasSubstr("gemm_node"));
+  EXPECT_THAT(Message(g.status()), HasSubstr("transB"));
+}
+
+TEST_F(BadInputTest, IncompatibleStaticShapes) {
+  onnx::ModelProto m = NewModel(17);
+  AddInput(m, "a", onnx::TensorProto::FLOAT, {2, 3});
+  AddInput(m, "b", onnx::TensorProto::FLOAT, {4, 5});
+  AddNode(m, "MatMul", {"a", "b"}, {"y"}, "mm_node");
+  AddOutput(m, "y");
+  auto g = importer::ImportModel(m);
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument) << g.status();
+  EXPECT_THAT(Message(g.status()), HasSubstr("mm_node"));
+}
+
+TEST_F(BadInputTest, NegativeInputDim) {
+  onnx::ModelProto m = NewModel(17);
+  AddInput(m, "x", onnx::TensorProto::FLOAT, {2, 3});
+  m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()
+      ->mutable_dim(1)->set_dim_value(-3);
+  AddNode(m, "Relu", {"x"}, {"y"}, "relu");
+  AddOutput(m, "y");
+  auto g = importer::ImportModel(m);
+  ASSERT_FALSE(g.ok());
+  EXPECT_THAT(Message(g.status()), HasSubstr("'x'"));
+}
+
+// ---- values only known at run time: kernels must refuse them with an error ----
+
+// Imports `m` and runs it on the CPU reference.
+absl::StatusOr<std::vector<ir::Tensor>> ImportAndRun(const onnx::ModelProto& m,
+                                                     const runtime::TensorMap& feeds) {
+  auto g = importer::ImportModel(m);
+  if (!g.ok()) return g.status();
+  auto exec = runtime::cpu::CpuExecutor::Create(**g);
+  if (!exec.ok()) return exec.status();
+  return (*exec)->Run(feeds);
+}
+
+ir::Tensor I64(std::vector<int64_t> dims, std::vector<int64_t> v) {
+  return ir::Tensor::FromVector<int64_t>(std::move(dims), v);
+}
+
+// y = OP(x : f32[?...], s : i64[k]) for shape-taking ops (ConstantOfShape has no x).
+onnx::ModelProto ShapeOpModel(const std::string& op, bool with_data) {
+  onnx::ModelProto m = NewModel(17);
+  if (with_data) AddInput(m, "x", onnx::TensorProto::FLOAT, {kSymbolic});
+  AddInput(m, "s", onnx::TensorProto::INT64, {kSymbolic});
+  if (with_data) {
+    AddNode(m, op, {"x", "s"}, {"y"}, "shape_op");
+  } else {
+    AddNode(m, op, {"s"}, {"y"}, "shape_op");
+  }
+  AddOutput(m, "y");
+  return m;
+}
+
+TEST(RuntimeBadInputTest, HugeOutputShapeIsAnErrorNotACrash) {
+  // A fed shape asking for 2^40 (or 2^62) floats: the executor must fail cleanly
+  // (ResourceExhausted / InvalidArgument), not abort in the allocator or overflow a size.
+  for (int64_t big : {int64_t{1} << 40, int64_t{1} << 62}) {
+    SCOPED_TRACE(big);
+    auto c = ImportAndRun(ShapeOpModel("ConstantOfShape", false), {{"s", I64({2}, {big, 4})}});
+    EXPECT_FALSE(c.ok()) << "ConstantOfShape allocated " << big << "x4 elements";
+    auto e = ImportAndRun(ShapeOpModel("Expand", true),
+                          {{"x", testing::RandomFloat({1}, 1)}, {"s", I64({2}, {big, 4})}});
+    EXPECT_FALSE(e.ok()) << "Expand allocated " << big << "x4 elements";
+    auto t = ImportAndRun(ShapeOpModel("Tile", true),
+                          {{"x", testing::RandomFloat({3}, 1)}, {"s", I64({1}, {big})}});
+    EXPECT_FALSE(t.ok()) << "Tile allocated " << big << "x3 elements";
+  }
+}
+
+TEST(RuntimeBadInputTest, NegativeFedShape) {
+  auto c = ImportAndRun(ShapeOpModel("ConstantOfShape", false), {{"s", I64({2}, {-3, 4})}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(Message(c.status()), HasSubstr("shape_op"));
+  auto r = ImportAndRun(ShapeOpModel("Reshape", true),
+                        {{"x", testing::RandomFloat({6}, 1)}, {"s", I64({2}, {-2, -3})}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(Message(r.status()), HasSubstr("shape_op"));
+}
+
+TEST(RuntimeBadInputTest, ReshapeToTheWrongElementCount) {
+  auto good = ImportAndRun(ShapeOpModel("Reshape", true),
+                           {{"x", testing::RandomFloat({6}, 1)}, {"s", I64({2}, {2, 3})}});
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ((*good)[0].dims(), (std::vector<int64_t>{2, 3}));
+  auto bad = ImportAndRun(ShapeOpModel("Reshape", true),
+                          {{"x", testing::RandomFloat({6}, 1)}, {"s", I64({2}, {4, 2})}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(Message(bad.status()), HasSubstr("shape_op"));
+}
+
+TEST(RuntimeBadInputTest, GatherIndexOutOfRange) {
+  onnx::ModelProto m = NewModel(17);
+  AddInitializer(m, "data", testing::RandomFloat({3, 4}, 1));
+  AddInput(m, "i", onnx::TensorProto::INT64, {kSymbolic});
+  AddNode(m, "Gather", {"data", "i"}, {"y"}, "gather_node");
+  AddOutput(m, "y");
+  auto good = ImportAndRun(m, {{"i", I64({2}, {2, -3})}});  // negative counts from the end
+  ASSERT_TRUE(good.ok()) << good.status();
+  for (int64_t bad_index : {int64_t{3}, int64_t{-4}, int64_t{1} << 40, INT64_MIN}) {
+    SCOPED_TRACE(bad_index);
+    auto bad = ImportAndRun(m, {{"i", I64({2}, {0, bad_index})}});
+    ASSERT_FALSE(bad.ok());
+    EXPECT_THAT(Message(bad.status()), HasSubstr("gather_node"));
+  }
+}
+
+TEST(RuntimeBadInputTest, IntegerDivisionByZero) {
+  // ONNX leaves integer division by zero undefined; ottr must report it, not raise SIGFPE.
+  for (const char* op : {"Div", "Mod"}) {
+    SCOPED_TRACE(op);
+    onnx::ModelProto m = NewModel(17);
+    AddInput(m, "a", onnx::TensorProto::INT64, {kSymbolic});
+    AddInput(m, "b", onnx::TensorProto::INT64, {kSymbolic});
+    AddNode(m, op, {"a", "b"}, {"y"}, "div_node");
+    AddOutput(m, "y");
+    auto good = ImportAndRun(m, {{"a", I64({2}, {7, -9})}, {"b", I64({2}, {2, 4})}});
+    ASSERT_TRUE(good.ok()) << good.status();
+    auto zero = ImportAndRun(m, {{"a", I64({2}, {7, 9})}, {"b", I64({2}, {2, 0})}});
+    ASSERT_FALSE(zero.ok());
+    EXPECT_THAT(Message(zero.status()), HasSubstr("div_node"));
+    // INT64_MIN / -1 overflows (and traps on x86 like division by zero).
+    auto overflow = ImportAndRun(m, {{"a", I64({1}, {INT64_MIN})}, {"b", I64({1}, {-1})}});
+    (void)overflow;  // an error or a defined value; reaching this line is the test
+  }
+}
+
+TEST(RuntimeBadInputTest, SliceWithExtremeBounds) {
+  // starts/ends at the int64 limits clamp to the data (no overflow in the index arithmetic).
+  onnx::ModelProto m = NewModel(17);
+  AddInput(m, "x", onnx::TensorProto::FLOAT, {5});
+  AddInput(m, "starts", onnx::TensorProto::INT64, {1});
+  AddInput(m, "ends", onnx::TensorProto::INT64, {1});
+  AddInput(m, "steps", onnx::TensorProto::INT64, {1});
+  AddInitializer(m, "axes", I64({1}, {0}));
+  AddNode(m, "Slice", {"x", "starts", "ends", "axes", "steps"}, {"y"}, "slice_node");
+  AddOutput(m, "y");
+  const ir::Tensor x = testing::RandomFloat({5}, 3);
+  auto all = ImportAndRun(m, {{"x", x}, {"starts", I64({1}, {INT64_MIN})},
+                              {"ends", I64({1}, {INT64_MAX})}, {"steps", I64({1}, {1})}});
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_TRUE((*all)[0].BitwiseEquals(x)) << (*all)[0].DebugString();
+  auto reversed = ImportAndRun(m, {{"x", x}, {"starts", I64({1}, {INT64_MAX})},
+                                   {"ends", I64({1}, {INT64_MIN})}, {"steps", I64({1}, {-1})}});
+  ASSERT_TRUE(reversed.ok()) << reversed.status();
+  ASSERT_EQ((*reversed)[0].dims(), (std::vector<int64_t>{5}));
+  EXPECT_EQ((*reversed)[0].data<float>()[0], x.data<float>()[4]);
+  auto extreme_step = ImportAndRun(m, {{"x", x}, {"starts", I64({1}, {INT64_MAX})},
+                                       {"ends", I64({1}, {INT64_MIN})},
+                                       {"steps", I64({1}, {INT64_MIN})}});
+  ASSERT_TRUE(extreme_step.ok()) << extreme_step.status();
+  ASSERT_EQ((*extreme_step)[0].dims(), (std::vector<int64_t>{1}));
+  EXPECT_EQ((*extreme_step)[0].data<float>()[0], x.data<float>()[4]);
+  auto zero_step = ImportAndRun(m, {{"x", x}, {"starts", I64({1}, {0})},
+                                    {"ends", I64({1}, {5})}, {"steps", I64({1}, {0})}});
+  ASSERT_FALSE(zero_step.ok());
+  EXPECT_THAT(Message(zero_step.status()), HasSubstr("slice_node"));
 }
 
 // ---- external data ----

@@ -14,6 +14,18 @@ namespace {
 
 using ir::Tensor;
 
+// `t` converted to float type `ft` (float inputs only).
+Tensor ToType(const Tensor& t, ir::DType ft) {
+  if (t.dtype() == ft || !ir::IsFloat(t.dtype())) return t;
+  Tensor out(ft, t.dims());
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    ir::VisitDType(ft, [&]<typename T>() {
+      if constexpr (!std::is_void_v<T>) out.data<T>()[i] = ir::FromDouble<T>(t.GetAsDouble(i));
+    });
+  }
+  return out;
+}
+
 // Builds  node(inputs) -> Σ_k ReduceSum(out_k * W_k)  with inputs as graph inputs.
 struct LossGraph {
   std::unique_ptr<ir::Graph> graph;
@@ -21,7 +33,7 @@ struct LossGraph {
   std::vector<ir::Value*> inputs;  // per case input (null when omitted)
 };
 
-absl::StatusOr<LossGraph> BuildLossGraph(const GradCase& c) {
+absl::StatusOr<LossGraph> BuildLossGraph(const GradCase& c, ir::DType ft = ir::DType::kFloat64) {
   LossGraph lg;
   lg.graph = std::make_unique<ir::Graph>("gradcheck");
   ir::Graph& g = *lg.graph;
@@ -42,7 +54,9 @@ absl::StatusOr<LossGraph> BuildLossGraph(const GradCase& c) {
       lg.inputs.push_back(nullptr);
       continue;
     }
-    OTTR_ASSIGN_OR_RETURN(ir::Value * v, g.AddInput(absl::StrCat("in", i), c.inputs[i].type()));
+    ir::TensorType t = c.inputs[i].type();
+    t.dtype = ft;
+    OTTR_ASSIGN_OR_RETURN(ir::Value * v, g.AddInput(absl::StrCat("in", i), t));
     spec.inputs.push_back(v);
     lg.inputs.push_back(v);
   }
@@ -62,9 +76,9 @@ absl::StatusOr<LossGraph> BuildLossGraph(const GradCase& c) {
       return absl::InvalidArgumentError(absl::StrCat("output ", k, " has no static shape: ",
                                                      out->type().ToString()));
     }
-    Tensor w = RandomDouble(ir::StaticDims(*out->type().shape), 1000 + k, 0.5, 1.5);
-    if (out->type().dtype != ir::DType::kFloat64) {
-      return absl::InvalidArgumentError("gradient checks run in float64");
+    Tensor w = ToType(RandomDouble(ir::StaticDims(*out->type().shape), 1000 + k, 0.5, 1.5), ft);
+    if (out->type().dtype != ft) {
+      return absl::InvalidArgumentError("the op's float outputs must have the inputs' float type");
     }
     OTTR_ASSIGN_OR_RETURN(ir::Value * wv, g.AddInitializer(absl::StrCat("w", k), std::move(w)));
     OTTR_ASSIGN_OR_RETURN(ir::Node * mul, g.AddNode({"Mul", "", {out, wv}, {absl::StrCat("m", k)}, {}, "m"}));
@@ -102,6 +116,29 @@ Tensor RandomDouble(std::vector<int64_t> dims, uint64_t seed, double lo, double 
   std::uniform_real_distribution<double> dist(lo, hi);
   for (double& x : t.span<double>()) x = dist(rng);
   return t;
+}
+
+absl::StatusOr<GradientGraph> BuildGradientGraph(const GradCase& c, ir::DType dtype) {
+  OTTR_ASSIGN_OR_RETURN(LossGraph lg, BuildLossGraph(c, dtype));
+  std::vector<int> wrt = c.wrt;
+  if (wrt.empty()) {
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      if (c.inputs[i].defined() && ir::IsFloat(c.inputs[i].dtype())) wrt.push_back(static_cast<int>(i));
+    }
+  }
+  std::vector<ir::Value*> params;
+  for (int i : wrt) params.push_back(lg.inputs[i]);
+  OTTR_ASSIGN_OR_RETURN(std::vector<ir::Value*> grads, passes::BuildGradients(*lg.graph, lg.loss, params));
+  for (size_t k = 0; k < grads.size(); ++k) {
+    if (grads[k] == nullptr) return absl::InvalidArgumentError(absl::StrCat("no gradient for input ", wrt[k]));
+    lg.graph->AddOutput(grads[k]);
+  }
+  GradientGraph out;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    if (lg.inputs[i] != nullptr) out.feeds[lg.inputs[i]->name()] = ToType(c.inputs[i], dtype);
+  }
+  out.graph = std::move(lg.graph);
+  return out;
 }
 
 absl::Status CheckGradient(const GradCase& c) {

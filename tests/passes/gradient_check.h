@@ -9,11 +9,14 @@
 #define OTTR_TESTS_PASSES_GRADIENT_CHECK_H_
 
 #include <map>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "ir/graph.h"
 #include "ir/attribute.h"
 #include "ir/tensor.h"
 
@@ -37,6 +40,15 @@ struct GradCase {
 
 // gtest prints a case by its name.
 inline void PrintTo(const GradCase& c, std::ostream* os) { *os << c.name; }
+
+// The case's graph: inputs (float inputs as graph inputs, others as constants), the op, the
+// weighted-sum loss, and the gradients; outputs are [loss, d loss / d input_k for k in wrt].
+// With `dtype` = kFloat32 the float inputs and weights are converted (for CPU-vs-GPU checks).
+struct GradientGraph {
+  std::unique_ptr<ir::Graph> graph;
+  std::map<std::string, ir::Tensor> feeds;
+};
+absl::StatusOr<GradientGraph> BuildGradientGraph(const GradCase& c, ir::DType dtype = ir::DType::kFloat64);
 
 // Runs one case; OK or an error naming the input, element, analytic and numeric values.
 absl::Status CheckGradient(const GradCase& c);

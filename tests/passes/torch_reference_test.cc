@@ -6,7 +6,9 @@
 // (normwise per tensor: float32 sums over a few hundred terms in another order differ by ~1e-7).
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
+#include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -91,6 +93,21 @@ double SpecValue(const std::string& spec, const std::string& key, double def) {
   return def;
 }
 
+double Norm(const ir::Tensor& t) {
+  double s = 0;
+  for (int64_t i = 0; i < t.num_elements(); ++i) s += t.GetAsDouble(i) * t.GetAsDouble(i);
+  return std::sqrt(s);
+}
+
+double Distance(const ir::Tensor& a, const ir::Tensor& b) {
+  double s = 0;
+  for (int64_t i = 0; i < a.num_elements(); ++i) {
+    const double d = a.GetAsDouble(i) - b.GetAsDouble(i);
+    s += d * d;
+  }
+  return std::sqrt(s);
+}
+
 class TorchReferenceTest : public ::testing::TestWithParam<RefCase> {};
 
 TEST_P(TorchReferenceTest, MatchesPyTorchGradientsAndParameters) {
@@ -142,6 +159,7 @@ TEST_P(TorchReferenceTest, MatchesPyTorchGradientsAndParameters) {
   ASSERT_TRUE(exec.ok()) << exec.status();
   // Outputs: loss, then "<param>.grad" for each trained parameter.
   const auto& outs = (*step)->outputs();
+  std::set<std::string> noise_gradient;
   for (int k = 0; k < 3; ++k) {
     runtime::TensorMap feeds = data->steps[k];
     feeds[passes::kLrInput] = ir::Tensor::Scalar<float>(static_cast<float>(lr));
@@ -150,19 +168,32 @@ TEST_P(TorchReferenceTest, MatchesPyTorchGradientsAndParameters) {
     EXPECT_NEAR((*result)[0].GetAsDouble(0), ref.losses[k], 1e-5 * std::abs(ref.losses[k]))
         << "loss of step " << k;
     if (k != 0) continue;
-    int compared = 0;
+    std::vector<std::pair<std::string, ir::Tensor>> wants;
+    double largest = 0;
     for (const auto& e : fs::directory_iterator(dir / c.optimizer / "grads_step0")) {
       auto want = importer::ReadTensorFile(e.path().string());
       ASSERT_TRUE(want.ok()) << want.status();
-      const std::string grad_name = passes::GradName(want->first);
-      auto it = std::find_if(outs.begin(), outs.end(), [&](const ir::Value* v) { return v->name() == grad_name; });
-      ASSERT_NE(it, outs.end()) << "no gradient for " << want->first;
-      const ir::Tensor& got = (*result)[it - outs.begin()];
-      ASSERT_EQ(got.dims(), want->second.dims()) << grad_name;
-      EXPECT_LE(runtime::MaxRelativeError(got, want->second), 1e-5) << grad_name;
-      ++compared;
+      largest = std::max(largest, Norm(want->second));
+      wants.push_back(*std::move(want));
     }
-    EXPECT_GT(compared, 0);
+    ASSERT_FALSE(wants.empty());
+    // A gradient that is zero in exact arithmetic (a conv bias followed by BatchNorm, which
+    // subtracts the batch mean) comes out of both frameworks as fp32 cancellation noise; for it
+    // we assert only that ours is noise-sized too (below 1e-5 of the largest gradient).
+    const double floor = 1e-5 * largest;
+    for (const auto& [name, want] : wants) {
+      const std::string grad_name = passes::GradName(name);
+      auto it = std::find_if(outs.begin(), outs.end(), [&](const ir::Value* v) { return v->name() == grad_name; });
+      ASSERT_NE(it, outs.end()) << "no gradient for " << name;
+      const ir::Tensor& got = (*result)[it - outs.begin()];
+      ASSERT_EQ(got.dims(), want.dims()) << grad_name;
+      if (Norm(want) < floor) {
+        EXPECT_LT(Norm(got), floor) << grad_name << " is zero in exact arithmetic";
+        noise_gradient.insert(name);
+      } else {
+        EXPECT_LE(runtime::MaxRelativeError(got, want), 1e-5) << grad_name;
+      }
+    }
   }
   int compared = 0;
   for (const auto& e : fs::directory_iterator(dir / c.optimizer / "params_after")) {
@@ -170,7 +201,29 @@ TEST_P(TorchReferenceTest, MatchesPyTorchGradientsAndParameters) {
     ASSERT_TRUE(want.ok()) << want.status();
     const ir::Tensor* got = (*exec)->State(want->first);
     ASSERT_NE(got, nullptr) << "no parameter " << want->first;
-    EXPECT_LE(runtime::MaxRelativeError(*got, want->second), 1e-5) << want->first << " after 3 steps";
+    const bool adam = c.optimizer != "sgd_momentum";
+    if (!adam) {
+      EXPECT_LE(runtime::MaxRelativeError(*got, want->second), 1e-5) << want->first << " after 3 steps";
+    } else {
+      // Adam steps each element by lr * m / (sqrt(v) + eps): about lr * sign(gradient). An element
+      // whose gradient is within fp32 rounding of zero (or, for a noise gradient, every element)
+      // can step either way, so summation order alone flips a handful of elements by up to
+      // 2 * lr per step. Everything else must agree to 1e-5.
+      const bool noise = noise_gradient.count(want->first) > 0;
+      int64_t flipped = 0;
+      double worst = 0;
+      for (int64_t i = 0; i < got->num_elements(); ++i) {
+        const double g = got->GetAsDouble(i), w = want->second.GetAsDouble(i);
+        const double d = std::abs(g - w);
+        worst = std::max(worst, d);
+        if (d > 1e-5 * std::abs(w) + 1e-7) ++flipped;
+      }
+      EXPECT_LE(worst, 2 * 3 * lr * (1 + 1e-3)) << want->first << ": more than Adam's largest step";
+      if (!noise) {
+        EXPECT_LE(flipped, std::max<int64_t>(2, got->num_elements() / 1000))
+            << want->first << ": elements that differ after 3 steps";
+      }
+    }
     ++compared;
   }
   EXPECT_GT(compared, 0);

@@ -97,6 +97,59 @@ TEST(FastMathTest, TanhIsWithinFourUlp) {
   EXPECT_TRUE(std::isnan(FastTanh(std::numeric_limits<float>::quiet_NaN())));
 }
 
+TEST(FastMathTest, ExpSumKeepsTheLowPart) {
+  // e^(-(a^2)) with a = 9.25 + 2^-10: hi = -85.5625 (9.25^2, exact), lo = the rest of -a^2.
+  const double a = 9.25 + std::ldexp(1.0, -10);
+  const double want = std::exp(-a * a);
+  const float lo = static_cast<float>(-(a * a) + 85.5625);
+  EXPECT_LE(Ulps(FastExpSum(-85.5625f, lo), want), 2.0);
+  EXPECT_EQ(FastExpSum(-200.0f, 1.0f), 0.0f);
+  EXPECT_EQ(FastExpSum(100.0f, 0.5f), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(FastExpSum(0.0f, 0.0f), 1.0f);
+}
+
+TEST(FastMathTest, ErfIsWithinFourUlp) {
+  double worst = 0;
+  float worst_x = 0;
+  Sweep(-6.0f, 6.0f, [&](float x) {
+    if (x == 0.0f) return;
+    const double u = Ulps(FastErf(x), std::erf(static_cast<double>(x)));
+    if (u > worst) {
+      worst = u;
+      worst_x = x;
+    }
+  });
+  EXPECT_LE(worst, 4.0) << "at x = " << worst_x;
+  EXPECT_EQ(FastErf(0.0f), 0.0f);
+  EXPECT_TRUE(std::signbit(FastErf(-0.0f)));
+  EXPECT_EQ(FastErf(1e-30f), static_cast<float>(1e-30 * 1.1283791670955126));
+  EXPECT_EQ(FastErf(std::numeric_limits<float>::infinity()), 1.0f);
+  EXPECT_EQ(FastErf(-std::numeric_limits<float>::infinity()), -1.0f);
+  EXPECT_EQ(FastErf(-30.0f), -1.0f);
+  EXPECT_TRUE(std::isnan(FastErf(std::numeric_limits<float>::quiet_NaN())));
+}
+
+TEST(FastMathTest, ErfcIsWithinSixUlpIntoTheTail) {
+  double worst = 0;
+  float worst_x = 0;
+  // erfc(9.1) ~ 1e-37: the whole normal range of results, including the left side (up to 2).
+  Sweep(-6.0f, 9.1f, [&](float x) {
+    const double u = Ulps(FastErfc(x), std::erfc(static_cast<double>(x)));
+    if (u > worst) {
+      worst = u;
+      worst_x = x;
+    }
+  });
+  EXPECT_LE(worst, 6.0) << "at x = " << worst_x;
+  EXPECT_EQ(FastErfc(11.0f), 0.0f);
+  EXPECT_EQ(FastErfc(std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_EQ(FastErfc(-std::numeric_limits<float>::infinity()), 2.0f);
+  EXPECT_EQ(FastErfc(-30.0f), 2.0f);
+  EXPECT_TRUE(std::isnan(FastErfc(std::numeric_limits<float>::quiet_NaN())));
+  // Subnormal results stay close: erfc(10) = 2.09e-45 (1.5 denormal steps).
+  EXPECT_NEAR(FastErfc(10.0f), 2.088487583762545e-45, 1.5e-45);
+}
+
 TEST(SelectTest, PicksBitExactly) {
   EXPECT_EQ(Select(true, 1.5f, -2.0f), 1.5f);
   EXPECT_EQ(Select(false, 1.5f, -2.0f), -2.0f);

@@ -1,0 +1,421 @@
+#include "runtime/cuda/cuda_executor.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "ir/op_registry.h"
+#include "ir/status.h"
+#include "runtime/cuda/cuda_libraries.h"
+#include "runtime/cuda/cuda_ops.h"
+#include "runtime/cuda/cuda_status.h"
+
+namespace ottr::cuda {
+namespace {
+
+constexpr int64_t kAlign = 256;
+int64_t AlignUp(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+int64_t Bytes(const ir::TensorType& t) {
+  return ir::NumElements(ir::StaticDims(*t.shape)) * static_cast<int64_t>(ir::DTypeSize(t.dtype));
+}
+
+bool IsConstantNode(const ir::Node& n) { return n.domain().empty() && n.op_type() == "Constant"; }
+
+// Values whose content is known at compile time: Constant outputs and non-float initializers
+// that no state update rewrites.
+const ir::Tensor* CompileTimeConstant(const ir::Value* v) {
+  if (v == nullptr) return nullptr;
+  if (v->is_initializer()) {
+    for (const ir::StateUpdate& u : v->graph()->updates()) {
+      if (u.target == v) return nullptr;
+    }
+    return ir::IsFloat(v->type().dtype) ? nullptr : v->initializer();
+  }
+  if (v->producer() && IsConstantNode(*v->producer())) return &v->producer()->attr("value")->t();
+  return nullptr;
+}
+
+struct NodeLaunch {
+  const ir::Node* node;
+  CompiledOp op;
+  std::vector<void*> inputs;
+  std::vector<void*> outputs;
+  void* workspace = nullptr;
+  bool skip = false;  // a view placed on its input's buffer
+};
+
+struct Copy {
+  void* dst;
+  const void* src;
+  int64_t bytes;
+};
+
+}  // namespace
+
+bool CudaDeviceAvailable() {
+  int n = 0;
+  const bool ok = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  cudaGetLastError();
+  return ok;
+}
+
+struct CudaExecutor::Impl {
+  const ir::Graph* source = nullptr;
+  CudaExecutorOptions options;
+  std::unique_ptr<CudaLibraries> libs;
+  Stream stream;
+
+  // Compiled state (for one set of input shapes).
+  bool compiled = false;
+  std::string shape_key;
+  std::unique_ptr<ir::Graph> bound;  // a static-shape copy when the source was not static
+  const ir::Graph* g = nullptr;
+  void* arena = nullptr;
+  int64_t arena_bytes = 0;
+  absl::flat_hash_map<const ir::Value*, void*> ptr;
+  std::vector<NodeLaunch> launches;
+  std::vector<Copy> update_copies;
+  GraphExec graph_exec;
+  int64_t graph_nodes = 0;
+  std::vector<ir::Tensor> state_cache;  // host copies returned by State()
+  absl::flat_hash_map<std::string, ir::Tensor> state_host;
+
+  ~Impl() {
+    graph_exec.Reset();
+    if (arena != nullptr) cudaFree(arena);
+  }
+
+  absl::Status Compile(const runtime::TensorMap& feeds);
+  absl::Status Enqueue();
+  absl::Status LaunchStep();
+  absl::Status CopyFeeds(const runtime::TensorMap& feeds);
+};
+
+CudaExecutor::CudaExecutor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaExecutor::~CudaExecutor() = default;
+
+absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const ir::Graph& graph,
+                                                                   CudaExecutorOptions options) {
+  auto impl = std::make_unique<Impl>();
+  impl->source = &graph;
+  impl->options = options;
+  OTTR_ASSIGN_OR_RETURN(impl->libs, CudaLibraries::Create(options.tf32, options.algo_cache_file));
+  cudaStream_t s;
+  OTTR_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  impl->stream = Stream(s);
+  // Fail early, naming every op without a CUDA kernel.
+  std::vector<std::string> missing;
+  for (const ir::Node* n : graph.nodes()) {
+    if (!IsConstantNode(*n) && CudaOpRegistry::Global().Find(n->domain(), n->op_type()) == nullptr) {
+      missing.push_back(absl::StrCat(n->QualifiedOpType(), " (node '", n->origin(), "')"));
+    }
+  }
+  if (!missing.empty()) {
+    std::sort(missing.begin(), missing.end());
+    return absl::UnimplementedError(absl::StrCat("no CUDA kernel for: ", absl::StrJoin(missing, ", ")));
+  }
+  return std::unique_ptr<CudaExecutor>(new CudaExecutor(std::move(impl)));
+}
+
+absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
+  // Bind the feed shapes when the graph is not static yet.
+  bool is_static = true;
+  for (const ir::Value* v : source->inputs()) is_static &= v->type().is_static();
+  if (is_static) {
+    g = source;
+  } else {
+    bound = source->Clone();
+    for (ir::Value* v : bound->inputs()) {
+      auto it = feeds.find(v->name());
+      if (it == feeds.end()) return absl::InvalidArgumentError(absl::StrCat("missing input '", v->name(), "'"));
+      OTTR_RETURN_IF_ERROR(runtime::CheckFeed(*v, it->second));
+      v->set_type(it->second.type());
+    }
+    OTTR_RETURN_IF_ERROR(ir::InferGraphShapes(ir::OpRegistry::Global(), *bound));
+    g = bound.get();
+  }
+  OTTR_ASSIGN_OR_RETURN(std::vector<ir::Node*> order, g->TopoOrder());
+  const CudaOpRegistry& registry = CudaOpRegistry::Global();
+
+  // 1. Compile every node (types and constants are all it needs).
+  launches.clear();
+  for (ir::Node* n : order) {
+    NodeLaunch l;
+    l.node = n;
+    if (!IsConstantNode(*n)) {
+      std::vector<ir::TensorType> in_types, out_types;
+      std::vector<const ir::Tensor*> constants;
+      for (const ir::Value* v : n->inputs()) {
+        in_types.push_back(v ? v->type() : ir::TensorType());
+        constants.push_back(CompileTimeConstant(v));
+      }
+      for (const ir::Value* v : n->outputs()) {
+        if (!v->type().is_static()) {
+          return absl::FailedPreconditionError(absl::StrCat(n->Describe(), ": output '", v->name(),
+                                                            "' has no static shape: ",
+                                                            v->type().ToString()));
+        }
+        out_types.push_back(v->type());
+      }
+      OpCompileContext ctx(*n, std::move(in_types), std::move(out_types), std::move(constants), *libs);
+      const OpCompiler* fn = registry.Find(n->domain(), n->op_type());
+      if (fn == nullptr) return absl::UnimplementedError(absl::StrCat(n->Describe(), ": no CUDA kernel"));
+      auto op = (*fn)(ctx);
+      if (!op.ok()) return op.status();
+      l.op = std::move(*op);
+    }
+    launches.push_back(std::move(l));
+  }
+
+  // 2. Buffers. Every value gets its own region, except views, which share their input's.
+  // (The liveness-based planner replaces this with reuse.)
+  absl::flat_hash_map<const ir::Value*, int64_t> offset;
+  absl::flat_hash_map<const ir::Value*, const ir::Value*> alias;
+  int64_t top = 0;
+  auto place = [&](const ir::Value* v) {
+    if (v == nullptr || offset.contains(v) || alias.contains(v)) return;
+    offset[v] = top;
+    top += AlignUp(std::max<int64_t>(Bytes(v->type()), 1));
+  };
+  for (const ir::Value* v : g->inputs()) place(v);
+  for (const ir::Value* v : g->initializers()) place(v);
+  std::vector<int64_t> workspace_offset(launches.size(), -1);
+  for (size_t k = 0; k < launches.size(); ++k) {
+    NodeLaunch& l = launches[k];
+    for (const auto& [out, in] : l.op.views) {
+      const ir::Value* ov = l.node->output(out);
+      const ir::Value* iv = l.node->input(in);
+      if (ov && iv && Bytes(ov->type()) == Bytes(iv->type()) && !g->IsRoot(ov)) alias[ov] = iv;
+    }
+    for (const ir::Value* v : l.node->outputs()) place(v);
+    if (l.op.workspace_bytes > 0) {
+      workspace_offset[k] = top;
+      top += AlignUp(l.op.workspace_bytes);
+    }
+  }
+  // Update values are written to their own buffers and copied into the state at the end.
+  arena_bytes = std::max<int64_t>(top, kAlign);
+  if (arena != nullptr) cudaFree(arena);
+  OTTR_CUDA_RETURN_IF_ERROR(cudaMalloc(&arena, arena_bytes));
+  // Poison the arena so a kernel that reads what nobody wrote shows up as NaN.
+  OTTR_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(arena, 0xff, arena_bytes, stream.get()));
+  ptr.clear();
+  auto resolve = [&](const ir::Value* v) -> void* {
+    while (alias.contains(v)) v = alias.at(v);
+    return static_cast<char*>(arena) + offset.at(v);
+  };
+  for (const auto& [v, off] : offset) ptr[v] = static_cast<char*>(arena) + off;
+  for (const auto& [v, a] : alias) ptr[v] = resolve(v);
+
+  // 3. Upload initializers and constants.
+  for (const ir::Value* v : g->initializers()) {
+    const ir::Tensor& t = *v->initializer();
+    OTTR_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ptr[v], t.raw_data(), t.nbytes(), cudaMemcpyHostToDevice, stream.get()));
+  }
+  for (NodeLaunch& l : launches) {
+    if (IsConstantNode(*l.node)) {
+      const ir::Tensor& t = l.node->attr("value")->t();
+      OTTR_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ptr[l.node->output(0)], t.raw_data(), t.nbytes(),
+                                                cudaMemcpyHostToDevice, stream.get()));
+      l.skip = true;
+      continue;
+    }
+    for (const ir::Value* v : l.node->inputs()) l.inputs.push_back(v ? ptr.at(v) : nullptr);
+    for (const ir::Value* v : l.node->outputs()) l.outputs.push_back(l.node->output_used(v->producer_index()) ? ptr.at(v) : nullptr);
+    l.skip = !l.op.launch;
+    if (!l.op.views.empty()) {
+      bool all_aliased = true;
+      for (const auto& [out, in] : l.op.views) all_aliased &= l.outputs[out] == l.inputs[in] || l.outputs[out] == nullptr;
+      l.skip |= all_aliased;
+    }
+  }
+  for (size_t k = 0; k < launches.size(); ++k) {
+    if (workspace_offset[k] >= 0) launches[k].workspace = static_cast<char*>(arena) + workspace_offset[k];
+  }
+  update_copies.clear();
+  for (const ir::StateUpdate& u : g->updates()) {
+    update_copies.push_back({ptr.at(u.target), ptr.at(u.value), Bytes(u.target->type())});
+  }
+  OTTR_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
+  OTTR_RETURN_IF_ERROR(libs->Save());
+
+  // 4. Capture the step.
+  graph_exec.Reset();
+  graph_nodes = 0;
+  if (options.use_cuda_graph) {
+    OTTR_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
+    absl::Status s = Enqueue();
+    cudaGraph_t graph = nullptr;
+    const cudaError_t end = cudaStreamEndCapture(stream.get(), &graph);
+    OTTR_RETURN_IF_ERROR(s);
+    OTTR_CUDA_RETURN_IF_ERROR(end);
+    CudaGraph owner(graph);
+    size_t n = 0;
+    OTTR_CUDA_RETURN_IF_ERROR(cudaGraphGetNodes(graph, nullptr, &n));
+    graph_nodes = static_cast<int64_t>(n);
+    cudaGraphExec_t exec;
+    OTTR_CUDA_RETURN_IF_ERROR(cudaGraphInstantiate(&exec, graph, 0));
+    graph_exec = GraphExec(exec);
+  }
+  compiled = true;
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutor::Impl::Enqueue() {
+  for (const NodeLaunch& l : launches) {
+    if (l.skip) continue;
+    LaunchArgs args{l.inputs, l.outputs, l.workspace, stream.get()};
+    absl::Status s = l.op.launch(args);
+    if (!s.ok()) return AnnotateStatus(s, l.node->Describe());
+  }
+  if (options.auto_commit) {
+    for (const Copy& c : update_copies) {
+      OTTR_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDeviceToDevice, stream.get()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutor::Impl::LaunchStep() {
+  if (graph_exec.get() != nullptr) {
+    OTTR_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph_exec.get(), stream.get()));
+    return absl::OkStatus();
+  }
+  return Enqueue();
+}
+
+absl::Status CudaExecutor::Impl::CopyFeeds(const runtime::TensorMap& feeds) {
+  std::string key;
+  for (const ir::Value* v : source->inputs()) {
+    auto it = feeds.find(v->name());
+    if (it == feeds.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("missing input '", v->name(), "' (", v->type().ToString(), ")"));
+    }
+    OTTR_RETURN_IF_ERROR(runtime::CheckFeed(*v, it->second));
+    absl::StrAppend(&key, v->name(), ":", it->second.type().ToString(), ";");
+  }
+  for (const auto& [name, t] : feeds) {
+    const ir::Value* v = source->FindValue(name);
+    if (v == nullptr || (v->kind() != ir::Value::Kind::kInput && !v->is_initializer())) {
+      return absl::InvalidArgumentError(absl::StrCat("the model has no input named '", name, "'"));
+    }
+  }
+  if (!compiled || key != shape_key) {
+    OTTR_RETURN_IF_ERROR(Compile(feeds));
+    shape_key = key;
+  }
+  for (const auto& [name, t] : feeds) {
+    const ir::Value* v = g->FindValue(name);
+    OTTR_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ptr.at(v), t.raw_data(), t.nbytes(), cudaMemcpyHostToDevice, stream.get()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ir::Tensor>> CudaExecutor::Run(const runtime::TensorMap& feeds) {
+  Impl& m = *impl_;
+  OTTR_RETURN_IF_ERROR(m.CopyFeeds(feeds));
+  OTTR_RETURN_IF_ERROR(m.LaunchStep());
+  std::vector<ir::Tensor> out;
+  for (const ir::Value* v : m.g->outputs()) {
+    ir::Tensor t(v->type().dtype, ir::StaticDims(*v->type().shape));
+    OTTR_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(t.raw_data(), m.ptr.at(v), t.nbytes(), cudaMemcpyDeviceToHost, m.stream.get()));
+    out.push_back(std::move(t));
+  }
+  OTTR_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream.get()));
+  return out;
+}
+
+absl::Status CudaExecutor::Prepare(const runtime::TensorMap& feeds) {
+  OTTR_RETURN_IF_ERROR(impl_->CopyFeeds(feeds));
+  OTTR_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream.get()));
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutor::Step() {
+  if (!impl_->compiled) return absl::FailedPreconditionError("Step() before Prepare()");
+  return impl_->LaunchStep();
+}
+
+absl::StatusOr<double> CudaExecutor::TimeSteps(int steps) {
+  if (!impl_->compiled) return absl::FailedPreconditionError("TimeSteps() before Prepare()");
+  cudaEvent_t a, b;
+  OTTR_CUDA_RETURN_IF_ERROR(cudaEventCreate(&a));
+  OTTR_CUDA_RETURN_IF_ERROR(cudaEventCreate(&b));
+  Event ea(a), eb(b);
+  OTTR_CUDA_RETURN_IF_ERROR(cudaEventRecord(a, impl_->stream.get()));
+  for (int i = 0; i < steps; ++i) OTTR_RETURN_IF_ERROR(impl_->LaunchStep());
+  OTTR_CUDA_RETURN_IF_ERROR(cudaEventRecord(b, impl_->stream.get()));
+  OTTR_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(b));
+  float ms = 0;
+  OTTR_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, a, b));
+  return static_cast<double>(ms);
+}
+
+absl::Status CudaExecutor::WaitIdle() {
+  OTTR_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl_->stream.get()));
+  return absl::OkStatus();
+}
+
+const ir::Tensor* CudaExecutor::State(const std::string& name) {
+  Impl& m = *impl_;
+  const ir::Graph* g = m.compiled ? m.g : m.source;
+  const ir::Value* v = g->FindValue(name);
+  if (v == nullptr || !v->is_initializer()) return nullptr;
+  if (!m.compiled) return v->initializer();
+  ir::Tensor t(v->type().dtype, ir::StaticDims(*v->type().shape));
+  if (cudaMemcpy(t.raw_data(), m.ptr.at(v), t.nbytes(), cudaMemcpyDeviceToHost) != cudaSuccess) return nullptr;
+  m.state_host[name] = std::move(t);
+  return &m.state_host[name];
+}
+
+absl::Status CudaExecutor::SetState(const std::string& name, const ir::Tensor& t) {
+  Impl& m = *impl_;
+  if (!m.compiled) return absl::FailedPreconditionError("SetState before the first run");
+  const ir::Value* v = m.g->FindValue(name);
+  if (v == nullptr || !v->is_initializer() || v->type() != t.type()) {
+    return absl::InvalidArgumentError(absl::StrCat("no initializer '", name, "' of type ", t.type().ToString()));
+  }
+  OTTR_CUDA_RETURN_IF_ERROR(cudaMemcpy(m.ptr.at(v), t.raw_data(), t.nbytes(), cudaMemcpyHostToDevice));
+  return absl::OkStatus();
+}
+
+CudaStepStats CudaExecutor::stats() const {
+  CudaStepStats s;
+  s.arena_bytes = impl_->arena_bytes;
+  s.nodes = static_cast<int64_t>(impl_->launches.size());
+  if (impl_->graph_nodes > 0) {
+    s.launches_per_step = impl_->graph_nodes;
+  } else {
+    for (const NodeLaunch& l : impl_->launches) s.launches_per_step += !l.skip;
+    s.launches_per_step += static_cast<int64_t>(impl_->update_copies.size());
+  }
+  return s;
+}
+
+absl::StatusOr<std::vector<std::pair<const ir::Node*, double>>> CudaExecutor::TimeNodes(int repeats) {
+  Impl& m = *impl_;
+  if (!m.compiled) return absl::FailedPreconditionError("TimeNodes() before Prepare()");
+  std::vector<std::pair<const ir::Node*, double>> out;
+  cudaEvent_t a, b;
+  OTTR_CUDA_RETURN_IF_ERROR(cudaEventCreate(&a));
+  OTTR_CUDA_RETURN_IF_ERROR(cudaEventCreate(&b));
+  Event ea(a), eb(b);
+  for (const NodeLaunch& l : m.launches) {
+    if (l.skip) continue;
+    LaunchArgs args{l.inputs, l.outputs, l.workspace, m.stream.get()};
+    for (int i = 0; i < 3; ++i) OTTR_RETURN_IF_ERROR(l.op.launch(args));
+    OTTR_CUDA_RETURN_IF_ERROR(cudaEventRecord(a, m.stream.get()));
+    for (int i = 0; i < repeats; ++i) OTTR_RETURN_IF_ERROR(l.op.launch(args));
+    OTTR_CUDA_RETURN_IF_ERROR(cudaEventRecord(b, m.stream.get()));
+    OTTR_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(b));
+    float ms = 0;
+    OTTR_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, a, b));
+    out.emplace_back(l.node, 1000.0 * ms / repeats);
+  }
+  return out;
+}
+
+}  // namespace ottr::cuda

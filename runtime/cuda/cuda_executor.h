@@ -1,0 +1,73 @@
+// The CUDA executor: runs a graph with static shapes on one GPU.
+//
+// Compile (once per set of input shapes): every value gets a device buffer from one arena
+// allocation (parameters, optimizer state, inputs, intermediates, workspaces), initializers and
+// constants are uploaded, and each node is compiled into a launch closure (cuda_ops.h). Run:
+// feeds are copied host->device, then the whole step — every node and the state updates — is
+// replayed as one CUDA Graph (or launched node by node with use_cuda_graph = false), then the
+// requested outputs are copied back. Nothing is allocated or freed inside a step, and nothing
+// synchronises with the host between the first and the last kernel.
+#ifndef OTTR_RUNTIME_CUDA_CUDA_EXECUTOR_H_
+#define OTTR_RUNTIME_CUDA_CUDA_EXECUTOR_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ir/graph.h"
+#include "runtime/executor.h"
+
+namespace ottr::cuda {
+
+struct CudaExecutorOptions {
+  bool use_cuda_graph = true;
+  bool tf32 = true;
+  std::string algo_cache_file;  // --algo-cache
+  // Commit state updates after each run (see CpuExecutorOptions::auto_commit). When false, the
+  // updates are computed into separate buffers and CommitUpdates() copies them.
+  bool auto_commit = true;
+  uint64_t seed = 0;
+};
+
+struct CudaStepStats {
+  int64_t launches_per_step = 0;  // kernels + library calls (graph nodes) in one step
+  int64_t arena_bytes = 0;        // the one device allocation
+  int64_t nodes = 0;
+};
+
+class CudaExecutor : public runtime::Executor {
+ public:
+  // `graph` must outlive the executor. Fails when no device is visible.
+  static absl::StatusOr<std::unique_ptr<CudaExecutor>> Create(const ir::Graph& graph,
+                                                              CudaExecutorOptions options = {});
+  ~CudaExecutor() override;
+
+  absl::StatusOr<std::vector<ir::Tensor>> Run(const runtime::TensorMap& feeds) override;
+
+  // Benchmark path: copies `feeds` to the device once, then Step() replays the step with no
+  // host transfer (WaitIdle() waits for it).
+  absl::Status Prepare(const runtime::TensorMap& feeds);
+  absl::Status Step();
+  absl::Status WaitIdle();
+  // Runs `steps` steps back to back between two CUDA events; returns the milliseconds elapsed.
+  absl::StatusOr<double> TimeSteps(int steps);
+
+  const ir::Tensor* State(const std::string& name);  // device -> host copy of an initializer
+  absl::Status SetState(const std::string& name, const ir::Tensor& t);
+  CudaStepStats stats() const;
+  // Per-node timing: each node launched alone, median µs over `repeats` (after Prepare).
+  absl::StatusOr<std::vector<std::pair<const ir::Node*, double>>> TimeNodes(int repeats);
+
+ private:
+  struct Impl;
+  explicit CudaExecutor(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// True when a CUDA device is visible to this process.
+bool CudaDeviceAvailable();
+
+}  // namespace ottr::cuda
+
+#endif  // OTTR_RUNTIME_CUDA_CUDA_EXECUTOR_H_

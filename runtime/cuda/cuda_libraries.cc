@@ -1,0 +1,90 @@
+#include "runtime/cuda/cuda_libraries.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "importer/tensor_proto.h"
+#include "ir/status.h"
+#include "runtime/cuda/cuda_status.h"
+
+namespace ottr::cuda {
+
+absl::StatusOr<std::unique_ptr<CudaLibraries>> CudaLibraries::Create(bool tf32,
+                                                                     std::string algo_cache_file) {
+  auto libs = std::unique_ptr<CudaLibraries>(new CudaLibraries());
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    return absl::FailedPreconditionError("no CUDA device is visible");
+  }
+  OTTR_CUDA_RETURN_IF_ERROR(cudaGetDevice(&libs->device_));
+  cudaDeviceProp prop;
+  OTTR_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, libs->device_));
+  libs->device_name_ = prop.name;
+  libs->cc_major_ = prop.major;
+  libs->cc_minor_ = prop.minor;
+  libs->tf32_ = tf32;
+  cublasLtHandle_t lt;
+  OTTR_CUDA_RETURN_IF_ERROR(cublasLtCreate(&lt));
+  libs->lt_ = LtHandle(lt);
+  libs->cache_file_ = std::move(algo_cache_file);
+  if (!libs->cache_file_.empty()) {
+    std::ifstream in(libs->cache_file_);
+    std::string header;
+    if (in && std::getline(in, header) && header == libs->VersionTag()) {
+      std::string key, value;
+      while (std::getline(in, key) && std::getline(in, value)) libs->algos_[key] = value;
+    }
+    // A missing file, or one written for another library version or device, starts empty.
+  }
+  return libs;
+}
+
+CudaLibraries::~CudaLibraries() = default;
+
+absl::StatusOr<cudnnHandle_t> CudaLibraries::dnn() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!dnn_created_) {
+    cudnnHandle_t h;
+    OTTR_CUDA_RETURN_IF_ERROR(cudnnCreate(&h));
+    dnn_ = DnnHandle(h);
+    dnn_created_ = true;
+  }
+  return dnn_.get();
+}
+
+std::string CudaLibraries::VersionTag() const {
+  return absl::StrCat("ottr-algo-cache 1 cublasLt ", cublasLtGetVersion(), " cudnn ",
+                      cudnnGetVersion(), " device '", device_name_, "' sm_", cc_major_, cc_minor_);
+}
+
+bool CudaLibraries::LookupAlgo(const std::string& key, std::string* value) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = algos_.find(key);
+  if (it == algos_.end()) {
+    ++misses_;
+    return false;
+  }
+  ++hits_;
+  *value = it->second;
+  return true;
+}
+
+void CudaLibraries::StoreAlgo(const std::string& key, std::string value) {
+  std::lock_guard<std::mutex> lock(mu_);
+  algos_[key] = std::move(value);
+}
+
+absl::Status CudaLibraries::Save() const {
+  if (cache_file_.empty()) return absl::OkStatus();
+  std::ostringstream out;
+  out << VersionTag() << "\n";
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [k, v] : algos_) out << k << "\n" << v << "\n";
+  }
+  return importer::WriteFileAtomically(cache_file_, out.str());
+}
+
+}  // namespace ottr::cuda

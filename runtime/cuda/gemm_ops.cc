@@ -1,0 +1,156 @@
+// Gemm and MatMul on cuBLASLt (lt_gemm.h). Gemm's C becomes the BIAS epilogue when it is a row
+// vector and beta is 1; otherwise C is broadcast into the output and accumulated with beta.
+// MatMul folds batch dimensions into M when B is a plain matrix, uses strided-batched GEMM when
+// the batch dimensions match (or one side has none), and otherwise runs one GEMM per batch.
+#include <nvtx3/nvToolsExt.h>
+
+#include "absl/strings/str_cat.h"
+#include "ir/status.h"
+#include "runtime/cuda/cuda_libraries.h"
+#include "runtime/cuda/cuda_ops.h"
+#include "runtime/cuda/cuda_status.h"
+#include "runtime/cuda/kernels/gemm_helpers.h"
+#include "runtime/cuda/lt_gemm.h"
+
+namespace ottr::cuda {
+namespace {
+
+absl::StatusOr<CompiledOp> CompileGemm(OpCompileContext& ctx) {
+  const ir::Node& n = ctx.node();
+  const bool ta = n.GetInt("transA", 0) != 0;
+  const bool tb = n.GetInt("transB", 0) != 0;
+  const float alpha = n.GetFloat("alpha", 1.0f);
+  const float beta = n.GetFloat("beta", 1.0f);
+  const std::vector<int64_t> ad = ctx.input_dims(0), bd = ctx.input_dims(1);
+  if (ad.size() != 2 || bd.size() != 2) return ctx.Error("Gemm needs 2-D A and B");
+  GemmConfig c;
+  c.dtype = ctx.input_type(0).dtype;
+  c.trans_a = ta;
+  c.trans_b = tb;
+  c.m = ta ? ad[1] : ad[0];
+  c.k = ta ? ad[0] : ad[1];
+  c.n = tb ? bd[0] : bd[1];
+  c.alpha = alpha;
+  const bool has_c = ctx.has_input(2) && beta != 0.0f;
+  std::vector<int64_t> cd = has_c ? ctx.input_dims(2) : std::vector<int64_t>();
+  const int64_t c_numel = has_c ? ir::NumElements(cd) : 0;
+  // A row vector [N] / [1, N] with beta 1 is the bias epilogue.
+  const bool bias = has_c && beta == 1.0f && c_numel == c.n && (cd.size() == 1 || (cd.size() == 2 && cd[0] == 1)) && c.n > 1;
+  if (bias) {
+    c.epilogue = GemmEpilogue::kBias;
+  } else if (has_c) {
+    c.beta = beta;
+  }
+  OTTR_ASSIGN_OR_RETURN(std::shared_ptr<LtGemm> gemm, LtGemm::Create(ctx.libs(), c));
+  // Strides of C broadcast to [M, N].
+  int64_t rs = 0, cs = 0;
+  if (has_c && !bias) {
+    std::vector<int64_t> c2 = cd;
+    while (c2.size() < 2) c2.insert(c2.begin(), 1);
+    rs = c2[0] == 1 ? 0 : c2[1];
+    cs = c2[1] == 1 ? 0 : 1;
+  }
+  const int elem = static_cast<int>(ir::DTypeSize(c.dtype));
+  const int64_t m = c.m, nn = c.n;
+  CompiledOp op;
+  op.workspace_bytes = gemm->workspace_bytes();
+  op.launch = [gemm, has_c, bias, rs, cs, elem, m, nn](const LaunchArgs& a) -> absl::Status {
+    nvtxRangePushA("Gemm");
+    if (has_c && !bias) {
+      OTTR_CUDA_RETURN_IF_ERROR(kernels::BroadcastToMatrix(a.inputs[2], a.outputs[0], m, nn, rs, cs, elem, a.stream));
+    }
+    absl::Status s = gemm->Run(a.inputs[0], a.inputs[1], a.outputs[0], bias ? a.inputs[2] : nullptr, nullptr,
+                               a.workspace, a.stream);
+    nvtxRangePop();
+    return s;
+  };
+  return op;
+}
+
+absl::StatusOr<CompiledOp> CompileMatMul(OpCompileContext& ctx) {
+  std::vector<int64_t> ad = ctx.input_dims(0), bd = ctx.input_dims(1);
+  if (ad.size() == 1) ad.insert(ad.begin(), 1);
+  if (bd.size() == 1) bd.push_back(1);
+  const int64_t m = ad[ad.size() - 2], k = ad.back(), n = bd.back();
+  if (bd[bd.size() - 2] != k) return ctx.Error("MatMul inner dimensions differ");
+  std::vector<int64_t> abatch(ad.begin(), ad.end() - 2), bbatch(bd.begin(), bd.end() - 2);
+  const int64_t na = ir::NumElements(abatch), nb = ir::NumElements(bbatch);
+  GemmConfig c;
+  c.dtype = ctx.input_type(0).dtype;
+  c.n = n;
+  c.k = k;
+  CompiledOp op;
+  if (nb == 1) {
+    // B is one matrix: fold every batch of A into the rows.
+    c.m = na * m;
+    OTTR_ASSIGN_OR_RETURN(std::shared_ptr<LtGemm> g, LtGemm::Create(ctx.libs(), c));
+    op.workspace_bytes = g->workspace_bytes();
+    op.launch = [g](const LaunchArgs& a) {
+      return g->Run(a.inputs[0], a.inputs[1], a.outputs[0], nullptr, nullptr, a.workspace, a.stream);
+    };
+    return op;
+  }
+  c.m = m;
+  if (na == nb && abatch.size() == bbatch.size() && abatch == bbatch) {
+    c.batch = na;
+    c.stride_a = m * k;
+    c.stride_b = k * n;
+    c.stride_c = m * n;
+  } else if (na == 1) {
+    c.batch = nb;
+    c.stride_a = 0;
+    c.stride_b = k * n;
+    c.stride_c = m * n;
+  } else {
+    // General broadcasting: one GEMM per output batch, offsets computed now.
+    std::vector<int64_t> out = ctx.output_dims(0);
+    std::vector<int64_t> obatch(out.begin(), out.end() - 2);
+    if (ctx.input_dims(1).size() == 1) obatch.assign(out.begin(), out.end() - 1);
+    const int64_t rank = static_cast<int64_t>(obatch.size());
+    while (static_cast<int64_t>(abatch.size()) < rank) abatch.insert(abatch.begin(), 1);
+    while (static_cast<int64_t>(bbatch.size()) < rank) bbatch.insert(bbatch.begin(), 1);
+    std::vector<std::pair<int64_t, int64_t>> offsets;  // element offsets of A and B per batch
+    const int64_t total = ir::NumElements(obatch);
+    for (int64_t i = 0; i < total; ++i) {
+      int64_t rem = i, oa = 0, ob = 0, sa = 1, sb = 1;
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        const int64_t idx = rem % obatch[d];
+        rem /= obatch[d];
+        oa += (abatch[d] == 1 ? 0 : idx) * sa;
+        ob += (bbatch[d] == 1 ? 0 : idx) * sb;
+        sa *= abatch[d];
+        sb *= bbatch[d];
+      }
+      offsets.emplace_back(oa * m * k, ob * k * n);
+    }
+    OTTR_ASSIGN_OR_RETURN(std::shared_ptr<LtGemm> g, LtGemm::Create(ctx.libs(), c));
+    const int64_t es = static_cast<int64_t>(ir::DTypeSize(c.dtype));
+    const int64_t mn = m * n;
+    op.workspace_bytes = g->workspace_bytes();
+    op.launch = [g, offsets, es, mn](const LaunchArgs& a) -> absl::Status {
+      for (size_t i = 0; i < offsets.size(); ++i) {
+        OTTR_RETURN_IF_ERROR(g->Run(static_cast<const char*>(a.inputs[0]) + offsets[i].first * es,
+                                    static_cast<const char*>(a.inputs[1]) + offsets[i].second * es,
+                                    static_cast<char*>(a.outputs[0]) + i * mn * es, nullptr, nullptr,
+                                    a.workspace, a.stream));
+      }
+      return absl::OkStatus();
+    };
+    return op;
+  }
+  OTTR_ASSIGN_OR_RETURN(std::shared_ptr<LtGemm> g, LtGemm::Create(ctx.libs(), c));
+  op.workspace_bytes = g->workspace_bytes();
+  op.launch = [g](const LaunchArgs& a) {
+    return g->Run(a.inputs[0], a.inputs[1], a.outputs[0], nullptr, nullptr, a.workspace, a.stream);
+  };
+  return op;
+}
+
+}  // namespace
+
+void RegisterGemmCudaOps(CudaOpRegistry& r) {
+  r.Register("", "Gemm", CompileGemm);
+  r.Register("", "MatMul", CompileMatMul);
+}
+
+}  // namespace ottr::cuda

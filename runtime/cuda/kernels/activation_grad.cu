@@ -1,0 +1,347 @@
+// Activation backward ops (ottr domain; math in ir/grads/activation_grads.cc, formulas as
+// runtime/cpu/activation_grad_kernels.cc) and PReluGrad.
+//
+// dX = F(dY, Z) is on the training hot path (ReluGrad after every hidden layer), so it runs as a
+// flat kernel with no index arithmetic: one 16-byte pack of dY and of Z per thread and iteration
+// (4 floats, 8 halves), one pack stored; 12 bytes of traffic per float element, nothing else.
+#include "runtime/cuda/kernels/activation.h"
+
+#include "runtime/cuda/kernels/elementwise_device.h"
+
+namespace ottr::cuda::kernels {
+namespace {
+
+template <typename C>
+__device__ __forceinline__ C Sigmoid(C x) {
+  const C e = MExp(-MFabs(x));
+  const C r = C(1) / (C(1) + e);
+  return x >= C(0) ? r : e * r;
+}
+
+// A backward op without attributes: operator()(dy, z).
+#define OTTR_ACTIVATION_GRAD_(Name, expr)                        \
+  struct Name : OpBase {                                         \
+    explicit Name(const ActivationParams&) {}                    \
+    template <typename C>                                        \
+    __device__ __forceinline__ C operator()(C dy, C z) const { \
+      return expr;                                               \
+    }                                                            \
+  };
+// z = Y.
+OTTR_ACTIVATION_GRAD_(ReluGradOp, z > C(0) ? dy : C(0))
+OTTR_ACTIVATION_GRAD_(SigmoidGradOp, dy * z * (C(1) - z))
+// 1 − Y² as (1 − Y)(1 + Y): no cancellation near |Y| = 1.
+OTTR_ACTIVATION_GRAD_(TanhGradOp, dy * ((C(1) - z) * (C(1) + z)))
+// z = X.
+OTTR_ACTIVATION_GRAD_(SoftplusGradOp, dy * Sigmoid(z))
+OTTR_ACTIVATION_GRAD_(SoftsignGradOp, dy / ((C(1) + MFabs(z)) * (C(1) + MFabs(z))))
+OTTR_ACTIVATION_GRAD_(HardSwishGradOp,
+                      dy * (z < C(-3) ? C(0) : (z <= C(3) ? z / C(3) + C(0.5) : C(1))))
+#undef OTTR_ACTIVATION_GRAD_
+
+// d/dx x tanh(softplus(x)) = t + x (1 − t²) σ(x) with e = eˣ, n = e (e + 2): t = n / (n + 2),
+// 1 − t² = 4 (n + 1) / (n + 2)², σ = e / (1 + e); 1 past x = 20.
+struct MishGradOp : OpBase {
+  explicit MishGradOp(const ActivationParams&) {}
+  template <typename C>
+  __device__ __forceinline__ C operator()(C dy, C x) const {
+    const C e = MExp(x > C(20) ? C(20) : x);
+    const C n = e * (e + C(2));
+    const C inv = C(1) / (n + C(2));
+    const C t = n * inv;
+    const C sech2 = C(4) * (n + C(1)) * inv * inv;
+    const C sig = e / (C(1) + e);
+    return dy * (x > C(20) ? C(1) : t + x * sech2 * sig);
+  }
+};
+
+struct LeakyReluGradOp : OpBase {
+  explicit LeakyReluGradOp(const ActivationParams& p) : alpha(p.alpha) {}
+  template <typename C>
+  __device__ __forceinline__ C operator()(C dy, C x) const {
+    return dy * (x > C(0) ? C(1) : C(alpha));
+  }
+  float alpha;
+};
+
+struct ThresholdedReluGradOp : OpBase {
+  explicit ThresholdedReluGradOp(const ActivationParams& p) : alpha(p.alpha) {}
+  template <typename C>
+  __device__ __forceinline__ C operator()(C dy, C x) const {
+    return x > C(alpha) ? dy : C(0);
+  }
+  float alpha;
+};
+
+struct EluGradOp : OpBase {
+  explicit EluGradOp(const ActivationParams& p) : alpha(p.alpha) {}
+  template <typename C>
+  __device__ __forceinline__ C operator()(C dy, C x) const {
+    return dy * (x > C(0) ? C(1) : C(alpha) * MExp(x));
+  }
+  float alpha;
+};
+
+struct SeluGradOp : OpBase {
+  explicit SeluGradOp(const ActivationParams& p) : alpha(p.alpha), gamma(p.gamma) {}
+  template <typename C>
+  __device__ __forceinline__ C operator()(C dy, C x) const {
+    return dy * C(gamma) * (x > C(0) ? C(1) : C(alpha) * MExp(x));
+  }
+  float alpha;
+  float gamma;
+};
+
+struct CeluGradOp : OpBase {
+  explicit CeluGradOp(const ActivationParams& p) : alpha(p.alpha) {}
+  template <typename C>
+  __device__ __forceinline__ C operator()(C dy, C x) const {
+    return dy * (x > C(0) ? C(1) : MExp(x / C(alpha)));
+  }
+  float alpha;
+};
+
+struct HardSigmoidGradOp : OpBase {
+  explicit HardSigmoidGradOp(const ActivationParams& p) : alpha(p.alpha), beta(p.beta) {}
+  template <typename C>
+  __device__ __forceinline__ C operator()(C dy, C x) const {
+    const C v = C(alpha) * x + C(beta);
+    return (v > C(0)) && (v < C(1)) ? dy * C(alpha) : C(0);
+  }
+  float alpha;
+  float beta;
+};
+
+// none: dY (Φ(x) + x φ(x)), Φ(x) = erfc(−x/√2) / 2, φ(x) = e^(−x²/2) / √(2π).
+struct GeluGradOp : OpBase {
+  explicit GeluGradOp(const ActivationParams&) {}
+  template <typename C>
+  __device__ __forceinline__ C operator()(C dy, C x) const {
+    const C cdf = C(0.5) * MErfc(x * C(-0.7071067811865476));
+    const C pdf = MExp(C(-0.5) * x * x) * C(0.3989422804014327);
+    return dy * (cdf + x * pdf);
+  }
+};
+
+// tanh: with u = √(2/π)(x + κx³), e = e^(−2|u|), r = 1 / (1 + e): (1 + t) / 2 = σ(2u) =
+// (u ≥ 0 ? r : e r), 1 − t² = 4 e r², so dX = dY (σ(2u) + 2 x e r² √(2/π) (1 + 3κx²)).
+struct GeluTanhGradOp : OpBase {
+  explicit GeluTanhGradOp(const ActivationParams&) {}
+  template <typename C>
+  __device__ __forceinline__ C operator()(C dy, C x) const {
+    constexpr double kBeta = 0.7978845608028654;  // √(2/π)
+    constexpr double kKappa = 0.044715;
+    const C x2 = x * x;
+    const C u = C(kBeta) * (x + C(kKappa) * x2 * x);
+    const C e = MExp(C(-2) * MFabs(u));
+    const C r = C(1) / (C(1) + e);
+    const C s = u >= C(0) ? r : e * r;
+    const C d = C(kBeta) * (C(1) + C(3 * kKappa) * x2);
+    return dy * (s + C(2) * x * e * r * r * d);
+  }
+};
+
+template <typename Op, typename T>
+cudaError_t GradEntry(const void* dy, const void* z, void* dx, int64_t n, const ActivationParams& p,
+                      cudaStream_t stream) {
+  return LaunchFlatBinary<Op, T>(dy, z, dx, n, Op(p), stream);
+}
+
+template <typename Op>
+ActivationGradFn Entry(int type) {
+  ActivationGradFn fn = nullptr;
+  VisitType(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (kIsFloat<T>) fn = &GradEntry<Op, T>;
+  });
+  return fn;
+}
+
+// ---- PReluGrad ------------------------------------------------------------------------------
+
+// dX = x > 0 ? dy : slope · dy.
+struct PReluGradDxOp : OpBase {
+  template <typename C>
+  __device__ __forceinline__ C operator()(C dy, C x, C slope) const {
+    return x > C(0) ? dy : slope * dy;
+  }
+};
+
+template <typename T>
+cudaError_t PReluGradDxEntry(const IndexPlan<3>& plan, const void* dy, const void* x,
+                             const void* slope, void* dx, cudaStream_t stream) {
+  return LaunchTernary<PReluGradDxOp, T, T, T, T>(plan, dy, x, slope, dx, PReluGradDxOp{}, stream);
+}
+
+// Offsets of index `i` over `rank` dims (innermost first) into two tensors.
+__device__ __forceinline__ void TwoOffsets(int64_t i, int rank, const FastDivisor* dims,
+                                           const int64_t* s0, const int64_t* s1, int64_t& o0,
+                                           int64_t& o1) {
+  o0 = 0;
+  o1 = 0;
+  uint64_t rem = static_cast<uint64_t>(i);
+#pragma unroll
+  for (int d = 0; d < kMaxRank; ++d) {
+    if (d >= rank) break;
+    if (d == rank - 1) {
+      o0 += static_cast<int64_t>(rem) * s0[d];
+      o1 += static_cast<int64_t>(rem) * s1[d];
+      break;
+    }
+    const uint64_t q = FastDiv(rem, dims[d]);
+    const int64_t r = static_cast<int64_t>(rem - q * dims[d].divisor);
+    o0 += r * s0[d];
+    o1 += r * s1[d];
+    rem = q;
+  }
+}
+
+// One term of dSlope: x > 0 ? 0 : x · dy, in double.
+template <typename T>
+__device__ __forceinline__ double SlopeTerm(const T* dy, const T* x, int64_t o, int64_t xo) {
+  const double xv = static_cast<double>(Load(x[xo]));
+  return xv > 0.0 ? 0.0 : xv * static_cast<double>(Load(dy[o]));
+}
+
+// Short reductions: thread k sums slope element k over r = 0..R-1 in order.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    SlopeThreadKernel(const __grid_constant__ SlopeReducePlan p, const T* __restrict__ dy,
+                      const T* __restrict__ x, T* __restrict__ dslope) {
+  using C = ComputeType<T>;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       k < p.slope_elements; k += step) {
+    int64_t ob, xb;
+    TwoOffsets(k, p.kept_rank, p.kept_dims, p.kept_out_stride, p.kept_x_stride, ob, xb);
+    double acc = 0.0;
+    for (int64_t r = 0; r < p.reduce_elements; ++r) {
+      int64_t o, xo;
+      TwoOffsets(r, p.reduced_rank, p.reduced_dims, p.reduced_out_stride, p.reduced_x_stride, o, xo);
+      acc += SlopeTerm(dy, x, ob + o, xb + xo);
+    }
+    dslope[k] = Store<T>(static_cast<C>(acc));
+  }
+}
+
+// Block b reduces chunk b % chunks of slope element b / chunks: each thread a strided part of
+// the chunk, then a fixed-shape tree (warp shuffles, then the first warp) over the threads.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    SlopeBlockKernel(const __grid_constant__ SlopeReducePlan p, const T* __restrict__ dy,
+                     const T* __restrict__ x, T* __restrict__ dslope, double* __restrict__ partial) {
+  using C = ComputeType<T>;
+  const int64_t b = blockIdx.x;
+  const int64_t k = b / p.chunks;
+  const int64_t c = b - k * p.chunks;
+  int64_t ob, xb;
+  TwoOffsets(k, p.kept_rank, p.kept_dims, p.kept_out_stride, p.kept_x_stride, ob, xb);
+  const int64_t per = (p.reduce_elements + p.chunks - 1) / p.chunks;
+  const int64_t r0 = c * per;
+  const int64_t r1 = std::min<int64_t>(p.reduce_elements, r0 + per);
+  double acc = 0.0;
+  for (int64_t r = r0 + threadIdx.x; r < r1; r += blockDim.x) {
+    int64_t o, xo;
+    TwoOffsets(r, p.reduced_rank, p.reduced_dims, p.reduced_out_stride, p.reduced_x_stride, o, xo);
+    acc += SlopeTerm(dy, x, ob + o, xb + xo);
+  }
+#pragma unroll
+  for (int s = 16; s > 0; s >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, s);
+  __shared__ double warp_sums[kThreads / 32];
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  if (lane == 0) warp_sums[warp] = acc;
+  __syncthreads();
+  if (warp == 0) {
+    acc = lane < kThreads / 32 ? warp_sums[lane] : 0.0;
+#pragma unroll
+    for (int s = 16; s > 0; s >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, s);
+    if (lane == 0) {
+      if (p.chunks == 1) {
+        dslope[k] = Store<T>(static_cast<C>(acc));
+      } else {
+        partial[b] = acc;
+      }
+    }
+  }
+}
+
+// dslope[k] = Σ_c partial[k · chunks + c] in order.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    SlopeFinishKernel(int64_t slope_elements, int64_t chunks, const double* __restrict__ partial,
+                      T* __restrict__ dslope) {
+  using C = ComputeType<T>;
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < slope_elements;
+       k += step) {
+    double acc = 0.0;
+    for (int64_t c = 0; c < chunks; ++c) acc += partial[k * chunks + c];
+    dslope[k] = Store<T>(static_cast<C>(acc));
+  }
+}
+
+template <typename T>
+cudaError_t PReluGradSlopeEntry(const SlopeReducePlan& p, const void* dy, const void* x,
+                                void* dslope, void* workspace, cudaStream_t stream) {
+  if (p.slope_elements <= 0) return cudaSuccess;
+  const T* pdy = static_cast<const T*>(dy);
+  const T* px = static_cast<const T*>(x);
+  T* out = static_cast<T*>(dslope);
+  if (p.thread_per_slope || p.reduce_elements == 0) {
+    SlopeThreadKernel<T><<<GridFor(p.slope_elements), kThreads, 0, stream>>>(p, pdy, px, out);
+    return cudaGetLastError();
+  }
+  const int64_t blocks = p.slope_elements * p.chunks;
+  if (blocks > 0x7fffffff || (p.chunks > 1 && workspace == nullptr)) return cudaErrorInvalidValue;
+  double* partial = static_cast<double*>(workspace);
+  SlopeBlockKernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(p, pdy, px, out, partial);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess || p.chunks == 1) return e;
+  SlopeFinishKernel<T><<<GridFor(p.slope_elements), kThreads, 0, stream>>>(p.slope_elements, p.chunks,
+                                                                           partial, out);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+ActivationGradFn FindActivationGrad(ActivationOp op, int type) {
+  switch (op) {
+    case ActivationOp::kRelu: return Entry<ReluGradOp>(type);
+    case ActivationOp::kLeakyRelu: return Entry<LeakyReluGradOp>(type);
+    case ActivationOp::kSigmoid: return Entry<SigmoidGradOp>(type);
+    case ActivationOp::kTanh: return Entry<TanhGradOp>(type);
+    case ActivationOp::kGelu: return Entry<GeluGradOp>(type);
+    case ActivationOp::kGeluTanh: return Entry<GeluTanhGradOp>(type);
+    case ActivationOp::kSoftplus: return Entry<SoftplusGradOp>(type);
+    case ActivationOp::kSoftsign: return Entry<SoftsignGradOp>(type);
+    case ActivationOp::kElu: return Entry<EluGradOp>(type);
+    case ActivationOp::kSelu: return Entry<SeluGradOp>(type);
+    case ActivationOp::kCelu: return Entry<CeluGradOp>(type);
+    case ActivationOp::kHardSigmoid: return Entry<HardSigmoidGradOp>(type);
+    case ActivationOp::kHardSwish: return Entry<HardSwishGradOp>(type);
+    case ActivationOp::kThresholdedRelu: return Entry<ThresholdedReluGradOp>(type);
+    case ActivationOp::kMish: return Entry<MishGradOp>(type);
+  }
+  return nullptr;
+}
+
+PReluGradDxFn FindPReluGradDx(int type) {
+  PReluGradDxFn fn = nullptr;
+  VisitType(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (kIsFloat<T>) fn = &PReluGradDxEntry<T>;
+  });
+  return fn;
+}
+
+PReluGradSlopeFn FindPReluGradSlope(int type) {
+  PReluGradSlopeFn fn = nullptr;
+  VisitType(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (kIsFloat<T>) fn = &PReluGradSlopeEntry<T>;
+  });
+  return fn;
+}
+
+}  // namespace ottr::cuda::kernels

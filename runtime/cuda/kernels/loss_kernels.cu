@@ -1,0 +1,580 @@
+// Classification-loss kernels (see loss_kernels.h for the math and the contracts).
+//
+// Every scalar loss is a deterministic reduction: a block adds its rows in a fixed order
+// (each warp its rows in sequence, then the warps in order); with one block the same kernel
+// writes the loss, otherwise the blocks' partial sums go to the workspace and a one-block
+// kernel adds them in block order. No floating-point atomics.
+#include "runtime/cuda/kernels/loss_kernels.h"
+
+#include "runtime/cuda/kernels/norm_common.cuh"
+
+namespace ottr::cuda::kernels {
+namespace {
+
+using nl::ComputeT;
+using nl::FromC;
+using nl::IndexDiv;
+using nl::LoadAny;
+using nl::LoadLabel;
+using nl::ToC;
+
+// Upper bound on the blocks of a partial-sum kernel (the workspace holds two doubles each).
+constexpr int kMaxPartials = 1024;
+constexpr int kSceBlock = 512;  // launch bound of the SCE forward kernels
+
+__device__ __forceinline__ double NaN() { return __longlong_as_double(0x7ff8000000000000LL); }
+
+// Writes the block's (a, b) totals: the final value when the grid has one block (a, or a / b
+// when `divide`, rounded to T; or both into `stats`), else the block's partial.
+template <typename T>
+__device__ __forceinline__ void WriteBlockResult(double a, double b, bool divide, T* out,
+                                                 double* stats, double* partial) {
+  if (gridDim.x == 1) {
+    if (stats != nullptr) {
+      stats[0] = a;
+      stats[1] = b;
+    } else {
+      *out = FromC<T>(divide ? a / b : a);
+    }
+  } else {
+    partial[2 * blockIdx.x] = a;
+    partial[2 * blockIdx.x + 1] = b;
+  }
+}
+
+// Adds `g` partial pairs in block order (one block) and writes as WriteBlockResult does.
+template <typename T>
+__global__ void FinalizeKernel(const double* __restrict__ partial, int g, bool divide, T* out,
+                               double* stats) {
+  __shared__ double sm[64];
+  // Fixed assignment (thread t adds t, t + blockDim, ...) and a fixed tree: deterministic.
+  double a = 0, b = 0;
+  for (int i = threadIdx.x; i < g; i += blockDim.x) {
+    a += partial[2 * i];
+    b += partial[2 * i + 1];
+  }
+  nl::BlockSum2(a, b, sm);
+  if (threadIdx.x == 0) {
+    if (stats != nullptr) {
+      stats[0] = a;
+      stats[1] = b;
+    } else {
+      *out = FromC<T>(divide ? a / b : a);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// ottr::SoftmaxCrossEntropy forward.
+
+// Rows of C <= 1024 in the registers of kWidth lanes (as SoftmaxWarpKernel). The row's
+// log-sum-exp and the loss terms are computed in double, as the CPU reference does.
+template <typename T, int kWidth, int kPerLane>
+__global__ void __launch_bounds__(kSceBlock)
+    SceForwardWarpKernel(const T* __restrict__ logits, const void* __restrict__ labels,
+                         bool labels64, T* __restrict__ log_prob, T* __restrict__ loss,
+                         double* __restrict__ partial, int64_t rows, int c, int64_t ignore,
+                         double eps) {
+  using C = ComputeT<T>;
+  __shared__ double s_loss[32];
+  __shared__ double s_cnt[32];
+  constexpr int kRowsPerWarp = 32 / kWidth;
+  const int lane = threadIdx.x & (kWidth - 1);
+  const int sub = (threadIdx.x & 31) / kWidth;
+  const int warp_in_block = threadIdx.x >> 5;
+  const int64_t warp = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + warp_in_block;
+  const int64_t num_warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
+  double acc = 0, cnt = 0;  // non-zero only in the first lane of each row group
+  for (int64_t first = warp * kRowsPerWarp; first < rows; first += num_warps * kRowsPerWarp) {
+    const int64_t row = first + sub;
+    const bool valid = row < rows;
+    const int64_t off = (valid ? row : 0) * static_cast<int64_t>(c);
+    C va[kPerLane];
+    C m = -std::numeric_limits<C>::infinity();
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      const int idx = k * kWidth + lane;
+      va[k] = valid && idx < c ? ToC(logits[off + idx]) : C(0);
+      if (idx < c) m = max(m, va[k]);
+    }
+    m = nl::WarpMax<kWidth>(m);
+    double s = 0;
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      if (k * kWidth + lane < c) s += exp(static_cast<double>(va[k]) - static_cast<double>(m));
+    }
+    s = nl::WarpSum<kWidth>(s);
+    const double lse = static_cast<double>(m) + log(s);
+    const int64_t y = valid ? LoadLabel(labels, labels64, row) : ignore;
+    double all = 0, lpy = 0;
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      const int idx = k * kWidth + lane;
+      if (idx < c) {
+        const T lt = FromC<T>(static_cast<double>(va[k]) - lse);
+        if (valid && log_prob != nullptr) log_prob[off + idx] = lt;
+        const double l = static_cast<double>(ToC(lt));
+        all += l;
+        if (idx == y) lpy = l;
+      }
+    }
+    all = nl::WarpSum<kWidth>(all);
+    lpy = nl::WarpSum<kWidth>(lpy);
+    if (valid && lane == 0 && y != ignore) {
+      acc += (y < 0 || y >= c) ? NaN() : (1.0 - eps) * -lpy + eps / c * -all;
+      cnt += 1.0;
+    }
+  }
+  acc = nl::WarpSum(acc);
+  cnt = nl::WarpSum(cnt);
+  if ((threadIdx.x & 31) == 0) {
+    s_loss[warp_in_block] = acc;
+    s_cnt[warp_in_block] = cnt;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0, count = 0;
+    for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) {
+      total += s_loss[w];
+      count += s_cnt[w];
+    }
+    WriteBlockResult<T>(total, count, true, loss, nullptr, partial);
+  }
+}
+
+// Rows of C > 1024: one block per row.
+template <typename T>
+__global__ void __launch_bounds__(kSceBlock)
+    SceForwardBlockKernel(const T* __restrict__ logits, const void* __restrict__ labels,
+                          bool labels64, T* __restrict__ log_prob, T* __restrict__ loss,
+                          double* __restrict__ partial, int64_t rows, int64_t c, int64_t ignore,
+                          double eps) {
+  using C = ComputeT<T>;
+  __shared__ C smc[32];
+  __shared__ double smd[64];
+  double acc = 0, cnt = 0;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* x = logits + row * c;
+    C m = -std::numeric_limits<C>::infinity();
+    for (int64_t k = threadIdx.x; k < c; k += blockDim.x) m = max(m, ToC(x[k]));
+    m = nl::BlockMax(m, smc);
+    double s = 0;
+    for (int64_t k = threadIdx.x; k < c; k += blockDim.x) {
+      s += exp(static_cast<double>(ToC(x[k])) - static_cast<double>(m));
+    }
+    s = nl::BlockSum(s, smd);
+    const double lse = static_cast<double>(m) + log(s);
+    const int64_t y = LoadLabel(labels, labels64, row);
+    double all = 0, lpy = 0;
+    for (int64_t k = threadIdx.x; k < c; k += blockDim.x) {
+      const T lt = FromC<T>(static_cast<double>(ToC(x[k])) - lse);
+      if (log_prob != nullptr) log_prob[row * c + k] = lt;
+      const double l = static_cast<double>(ToC(lt));
+      all += l;
+      if (k == y) lpy = l;
+    }
+    nl::BlockSum2(all, lpy, smd);
+    if (threadIdx.x == 0 && y != ignore) {
+      acc += (y < 0 || y >= c) ? NaN() : (1.0 - eps) * -lpy + eps / static_cast<double>(c) * -all;
+      cnt += 1.0;
+    }
+  }
+  if (threadIdx.x == 0) WriteBlockResult<T>(acc, cnt, true, loss, nullptr, partial);
+}
+
+struct SceForwardPlan {
+  int width = 32, per_lane = 1;  // warp layout (c <= 1024)
+  bool block_rows = false;       // c > 1024
+  int threads = 256, grid = 1;
+};
+
+SceForwardPlan PlanSceForward(int64_t n, int64_t c) {
+  SceForwardPlan p;
+  if (c > 1024) {
+    p.block_rows = true;
+    p.threads = kSceBlock;
+    p.grid = static_cast<int>(std::min<int64_t>(std::max<int64_t>(n, 1), std::min(kMaxPartials, nl::SmCount() * 4)));
+    // A handful of rows: one block, no second kernel.
+    if (n <= 4) p.grid = 1;
+    return p;
+  }
+  const int pow2 = nl::NextPow2(std::max<int64_t>(c, 1));
+  p.width = std::max(4, std::min(32, pow2));
+  p.per_lane = std::max(1, pow2 / 32);
+  const int64_t rows_per_warp = 32 / p.width;
+  // One block of kSceBlock threads when it needs at most 4 passes over the rows: one launch.
+  const int64_t single_rows = 4 * (kSceBlock / 32) * rows_per_warp;
+  if (n <= single_rows) {
+    p.threads = kSceBlock;
+    p.grid = 1;
+  } else {
+    p.threads = 256;
+    p.grid = nl::GridFor(n, static_cast<int>((256 / 32) * rows_per_warp), std::min(kMaxPartials, nl::SmCount() * 8));
+  }
+  return p;
+}
+
+template <typename T, int kWidth, int kPerLane>
+void LaunchSceWarp(const SceForwardPlan& p, const T* x, const void* labels, bool l64, T* lp, T* loss,
+                   double* partial, int64_t n, int64_t c, int64_t ignore, double eps, cudaStream_t s) {
+  SceForwardWarpKernel<T, kWidth, kPerLane><<<p.grid, p.threads, 0, s>>>(x, labels, l64, lp, loss, partial, n,
+                                                                         static_cast<int>(c), ignore, eps);
+}
+
+template <typename T>
+void SceForwardTyped(const void* xv, const void* labels, bool l64, void* lossv, void* lpv, int64_t n,
+                     int64_t c, int64_t ignore, double eps, void* workspace, cudaStream_t s) {
+  const T* x = static_cast<const T*>(xv);
+  T* loss = static_cast<T*>(lossv);
+  T* lp = static_cast<T*>(lpv);
+  double* partial = static_cast<double*>(workspace);
+  const SceForwardPlan p = PlanSceForward(n, c);
+  if (p.block_rows) {
+    SceForwardBlockKernel<T><<<p.grid, p.threads, 0, s>>>(x, labels, l64, lp, loss, partial, n, c, ignore, eps);
+  } else {
+    switch (p.width * p.per_lane) {
+      case 4: LaunchSceWarp<T, 4, 1>(p, x, labels, l64, lp, loss, partial, n, c, ignore, eps, s); break;
+      case 8: LaunchSceWarp<T, 8, 1>(p, x, labels, l64, lp, loss, partial, n, c, ignore, eps, s); break;
+      case 16: LaunchSceWarp<T, 16, 1>(p, x, labels, l64, lp, loss, partial, n, c, ignore, eps, s); break;
+      case 32: LaunchSceWarp<T, 32, 1>(p, x, labels, l64, lp, loss, partial, n, c, ignore, eps, s); break;
+      case 64: LaunchSceWarp<T, 32, 2>(p, x, labels, l64, lp, loss, partial, n, c, ignore, eps, s); break;
+      case 128: LaunchSceWarp<T, 32, 4>(p, x, labels, l64, lp, loss, partial, n, c, ignore, eps, s); break;
+      case 256: LaunchSceWarp<T, 32, 8>(p, x, labels, l64, lp, loss, partial, n, c, ignore, eps, s); break;
+      case 512: LaunchSceWarp<T, 32, 16>(p, x, labels, l64, lp, loss, partial, n, c, ignore, eps, s); break;
+      default: LaunchSceWarp<T, 32, 32>(p, x, labels, l64, lp, loss, partial, n, c, ignore, eps, s); break;
+    }
+  }
+  if (p.grid > 1) FinalizeKernel<T><<<1, 256, 0, s>>>(partial, p.grid, true, loss, nullptr);
+}
+
+// ---------------------------------------------------------------------------------------------
+// ottr::SoftmaxCrossEntropyGrad.
+
+// dloss / (number of rows whose label is not ignore_index), for every thread of the block.
+__device__ double SceScale(const void* labels, bool l64, int64_t n, int64_t ignore, const void* dloss,
+                           int dloss_dtype, double* sm) {
+  double count = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) count += LoadLabel(labels, l64, i) != ignore ? 1.0 : 0.0;
+  count = nl::BlockSum(count, sm);
+  return LoadAny(dloss, dloss_dtype, 0) / count;
+}
+
+__global__ void SceScaleKernel(const void* labels, bool l64, int64_t n, int64_t ignore, const void* dloss,
+                               int dloss_dtype, double* scale_out) {
+  __shared__ double sm[32];
+  const double scale = SceScale(labels, l64, n, ignore, dloss, dloss_dtype, sm);
+  if (threadIdx.x == 0) *scale_out = scale;
+}
+
+// kSingle: one block computes the scale itself; otherwise it is read from `scale_in`.
+template <typename T, bool kSingle>
+__global__ void SceBackwardKernel(const T* __restrict__ lp, const void* __restrict__ labels, bool l64,
+                                  T* __restrict__ dx, int64_t n, int64_t c, IndexDiv cdiv,
+                                  int64_t ignore, double eps, const void* dloss, int dloss_dtype,
+                                  const double* __restrict__ scale_in) {
+  __shared__ double sm[32];
+  double scale;
+  if constexpr (kSingle) {
+    scale = SceScale(labels, l64, n, ignore, dloss, dloss_dtype, sm);
+  } else {
+    scale = *scale_in;
+  }
+  const int64_t total = n * c;
+  const double smooth = eps / static_cast<double>(c);
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t row = cdiv.Div(i);
+    const int64_t j = i - row * c;
+    const int64_t y = LoadLabel(labels, l64, row);
+    double v;
+    if (y == ignore) {
+      v = 0.0;
+    } else if (y < 0 || y >= c) {
+      v = NaN();
+    } else {
+      const double target = (j == y ? 1.0 - eps : 0.0) + smooth;
+      v = (exp(static_cast<double>(ToC(lp[i]))) - target) * scale;
+    }
+    dx[i] = FromC<T>(v);
+  }
+}
+
+constexpr int64_t kSceBackwardSingle = 32768;  // N·C up to which one block does everything
+
+template <typename T>
+void SceBackwardTyped(int dloss_dtype, const void* dloss, const void* lpv, const void* labels, bool l64,
+                      void* dxv, int64_t n, int64_t c, int64_t ignore, double eps, void* workspace,
+                      cudaStream_t s) {
+  const T* lp = static_cast<const T*>(lpv);
+  T* dx = static_cast<T*>(dxv);
+  const int64_t total = n * c;
+  const IndexDiv cdiv(c, total);
+  if (total <= kSceBackwardSingle) {
+    SceBackwardKernel<T, true><<<1, 1024, 0, s>>>(lp, labels, l64, dx, n, c, cdiv, ignore, eps, dloss,
+                                                  dloss_dtype, nullptr);
+    return;
+  }
+  double* scale = static_cast<double*>(workspace);
+  SceScaleKernel<<<1, 1024, 0, s>>>(labels, l64, n, ignore, dloss, dloss_dtype, scale);
+  const int grid = nl::GridFor(total, 256 * 4, nl::SmCount() * 8);
+  SceBackwardKernel<T, false><<<grid, 256, 0, s>>>(lp, labels, l64, dx, n, c, cdiv, ignore, eps, dloss,
+                                                   dloss_dtype, scale);
+}
+
+// ---------------------------------------------------------------------------------------------
+// ONNX NegativeLogLikelihoodLoss forward (and the (L, W) statistics of the backward).
+
+struct Position {
+  double loss;    // w_j · (−lp_j), NaN for an out-of-range label
+  double weight;  // w_j
+};
+
+template <typename T>
+__device__ __forceinline__ Position NllAt(const T* lp, const void* labels, bool l64, const void* w, int wdt,
+                                          int64_t j, const IndexDiv& ddiv, int64_t c, int64_t d,
+                                          bool has_ignore, int64_t ignore) {
+  const int64_t t = LoadLabel(labels, l64, j);
+  if (has_ignore && t == ignore) return {0.0, 0.0};
+  if (t < 0 || t >= c) return {NaN(), 0.0};
+  const int64_t b = ddiv.Div(j), k = j - b * d;
+  const double wj = w != nullptr ? LoadAny(w, wdt, t) : 1.0;
+  return {-static_cast<double>(ToC(lp[(b * c + t) * d + k])) * wj, wj};
+}
+
+// reduction none: out_none[j] = loss_j. Otherwise (L, W) per block: the loss (sum: L, mean:
+// L / W) or `stats` when the grid has one block, else partials.
+template <typename T>
+__global__ void NllKernel(const T* __restrict__ lp, const void* __restrict__ labels, bool l64,
+                          const void* __restrict__ w, int wdt, T* out_none, T* out_scalar, double* stats,
+                          double* partial, int64_t positions, IndexDiv ddiv, int64_t c, int64_t d,
+                          bool has_ignore, int64_t ignore, int reduction) {
+  __shared__ double sm[64];
+  double l_sum = 0, w_sum = 0;
+  for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < positions;
+       j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const Position p = NllAt(lp, labels, l64, w, wdt, j, ddiv, c, d, has_ignore, ignore);
+    if (reduction == static_cast<int>(LossReduction::kNone)) {
+      out_none[j] = FromC<T>(p.loss);
+    } else {
+      l_sum += p.loss;
+      w_sum += p.weight;
+    }
+  }
+  if (reduction == static_cast<int>(LossReduction::kNone)) return;
+  nl::BlockSum2(l_sum, w_sum, sm);
+  if (threadIdx.x == 0) {
+    WriteBlockResult<T>(l_sum, w_sum, reduction == static_cast<int>(LossReduction::kMean), out_scalar, stats,
+                        partial);
+  }
+}
+
+constexpr int64_t kNllSingle = 16384;  // positions up to which one block reduces everything
+
+// Launches the NLL reduction (sum/mean loss into `out_scalar`, or (L, W) into `stats`).
+template <typename T>
+void LaunchNllReduce(const T* lp, const void* labels, bool l64, const void* w, int wdt, T* out_scalar,
+                     double* stats, double* partial, int64_t n, int64_t c, int64_t d, LossReduction r,
+                     bool has_ignore, int64_t ignore, cudaStream_t s) {
+  const int64_t positions = n * d;
+  const IndexDiv ddiv(d, positions);
+  const bool divide = r == LossReduction::kMean;
+  if (positions <= kNllSingle) {
+    NllKernel<T><<<1, 1024, 0, s>>>(lp, labels, l64, w, wdt, nullptr, out_scalar, stats, partial, positions, ddiv,
+                                    c, d, has_ignore, ignore, static_cast<int>(r));
+    return;
+  }
+  const int grid = nl::GridFor(positions, 256 * 8, kMaxPartials);
+  NllKernel<T><<<grid, 256, 0, s>>>(lp, labels, l64, w, wdt, nullptr, out_scalar, stats, partial, positions, ddiv,
+                                    c, d, has_ignore, ignore, static_cast<int>(r));
+  if (grid > 1) FinalizeKernel<T><<<1, 256, 0, s>>>(partial, grid, divide, out_scalar, stats);
+}
+
+template <typename T>
+void NllTyped(const void* lpv, const void* labels, bool l64, const void* w, int wdt, void* lossv, int64_t n,
+              int64_t c, int64_t d, LossReduction r, bool has_ignore, int64_t ignore, void* workspace,
+              cudaStream_t s) {
+  const T* lp = static_cast<const T*>(lpv);
+  T* loss = static_cast<T*>(lossv);
+  if (r == LossReduction::kNone) {
+    const int64_t positions = n * d;
+    if (positions == 0) return;
+    const IndexDiv ddiv(d, positions);
+    const int grid = nl::GridFor(positions, 256 * 4, nl::SmCount() * 8);
+    NllKernel<T><<<grid, 256, 0, s>>>(lp, labels, l64, w, wdt, loss, nullptr, nullptr, nullptr, positions, ddiv, c,
+                                      d, has_ignore, ignore, static_cast<int>(r));
+    return;
+  }
+  LaunchNllReduce<T>(lp, labels, l64, w, wdt, loss, nullptr, static_cast<double*>(workspace), n, c, d, r,
+                     has_ignore, ignore, s);
+}
+
+// ---------------------------------------------------------------------------------------------
+// ottr::SoftmaxCrossEntropyLossGrad / ottr::NegativeLogLikelihoodLossGrad.
+
+// c_j for a position that is neither ignored nor out of range (see loss_kernels.h).
+__device__ __forceinline__ double LossCoef(double wj, const void* dloss, int dldt, int64_t j, int reduction,
+                                           const double* stats) {
+  if (reduction == static_cast<int>(LossReduction::kNone)) return wj * LoadAny(dloss, dldt, j);
+  const double dl = LoadAny(dloss, dldt, 0);
+  if (reduction == static_cast<int>(LossReduction::kSum)) return wj * dl;
+  return wj * dl / stats[1];
+}
+
+// Elements of dx [N, C, D]; computed like the CPU reference (the coefficient in double, the
+// element in the compute type).
+template <typename T, bool kSoftmax>
+__global__ void ClassLossDxKernel(const T* __restrict__ lp, const void* __restrict__ labels, bool l64,
+                                  const void* __restrict__ w, int wdt, const void* __restrict__ dloss, int dldt,
+                                  const double* __restrict__ stats, T* __restrict__ dx, int64_t total,
+                                  IndexDiv ddiv, IndexDiv cdiv, int64_t c, int64_t d, bool has_ignore,
+                                  int64_t ignore, int reduction) {
+  using C = ComputeT<T>;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t q = ddiv.Div(i), k = i - q * d;
+    const int64_t b = cdiv.Div(q), ch = q - b * c;
+    const int64_t j = b * d + k;
+    const int64_t t = LoadLabel(labels, l64, j);
+    C v;
+    if (has_ignore && t == ignore) {
+      v = C(0);
+    } else if (t < 0 || t >= c) {
+      v = static_cast<C>(NaN());
+    } else {
+      const double wj = w != nullptr ? LoadAny(w, wdt, t) : 1.0;
+      const double coef = LossCoef(wj, dloss, dldt, j, reduction, stats);
+      if constexpr (kSoftmax) {
+        const C onehot = ch == t ? C(1) : C(0);
+        v = static_cast<C>(coef) * (nl::Exp(ToC(lp[i])) - onehot);
+      } else {
+        v = ch == t ? static_cast<C>(-coef) : C(0);
+      }
+    }
+    dx[i] = FromC<T>(v);
+  }
+}
+
+// dweights[k]: one block per class scans every position (deterministic, O(C · positions)).
+template <typename T>
+__global__ void ClassLossDweightsKernel(const T* __restrict__ lp, const void* __restrict__ labels, bool l64,
+                                        const void* __restrict__ dloss, int dldt,
+                                        const double* __restrict__ stats, void* dw, int wdt, int64_t positions,
+                                        IndexDiv ddiv, int64_t c, int64_t d, bool has_ignore, int64_t ignore,
+                                        int reduction) {
+  __shared__ double sm[32];
+  for (int64_t cls = blockIdx.x; cls < c; cls += gridDim.x) {
+    if (has_ignore && cls == ignore) {
+      // Positions labelled ignore_index contribute nothing.
+      if (threadIdx.x == 0) nl::StoreAny(dw, wdt, cls, 0.0);
+      continue;
+    }
+    double acc = 0;
+    for (int64_t j = threadIdx.x; j < positions; j += blockDim.x) {
+      if (LoadLabel(labels, l64, j) != cls) continue;
+      const int64_t b = ddiv.Div(j), k = j - b * d;
+      const double nlp = -static_cast<double>(ToC(lp[(b * c + cls) * d + k]));
+      if (reduction == static_cast<int>(LossReduction::kNone)) {
+        acc += LoadAny(dloss, dldt, j) * nlp;
+      } else if (reduction == static_cast<int>(LossReduction::kSum)) {
+        acc += LoadAny(dloss, dldt, 0) * nlp;
+      } else {
+        acc += LoadAny(dloss, dldt, 0) / stats[1] * (nlp - stats[0] / stats[1]);
+      }
+    }
+    acc = nl::BlockSum(acc, sm);
+    if (threadIdx.x == 0) nl::StoreAny(dw, wdt, cls, acc);
+  }
+}
+
+template <typename T>
+void ClassLossGradTyped(bool softmax, int dldt, const void* dloss, const void* lpv, const void* labels, bool l64,
+                        const void* w, int wdt, void* dxv, void* dw, int64_t n, int64_t c, int64_t d,
+                        LossReduction r, bool has_ignore, int64_t ignore, void* workspace, cudaStream_t s) {
+  const T* lp = static_cast<const T*>(lpv);
+  T* dx = static_cast<T*>(dxv);
+  double* stats = static_cast<double*>(workspace);  // [L, W]
+  double* partial = stats + 2;
+  const int64_t positions = n * d;
+  const IndexDiv ddiv(d, n * c * d);
+  const int reduction = static_cast<int>(r);
+  if (r == LossReduction::kMean) {
+    LaunchNllReduce<T>(lp, labels, l64, w, wdt, nullptr, stats, partial, n, c, d, r, has_ignore, ignore, s);
+  }
+  const int64_t total = n * c * d;
+  if (dx != nullptr && total > 0) {
+    const IndexDiv cdiv(c, n * c);
+    const int grid = nl::GridFor(total, 256 * 4, nl::SmCount() * 8);
+    if (softmax) {
+      ClassLossDxKernel<T, true><<<grid, 256, 0, s>>>(lp, labels, l64, w, wdt, dloss, dldt, stats, dx, total, ddiv,
+                                                      cdiv, c, d, has_ignore, ignore, reduction);
+    } else {
+      ClassLossDxKernel<T, false><<<grid, 256, 0, s>>>(lp, labels, l64, w, wdt, dloss, dldt, stats, dx, total,
+                                                       ddiv, cdiv, c, d, has_ignore, ignore, reduction);
+    }
+  }
+  if (dw != nullptr && c > 0) {
+    const int grid = static_cast<int>(std::min<int64_t>(c, nl::SmCount() * 4));
+    ClassLossDweightsKernel<T><<<grid, 256, 0, s>>>(lp, labels, l64, dloss, dldt, stats, dw, wdt, positions, ddiv,
+                                                    c, d, has_ignore, ignore, reduction);
+  }
+}
+
+}  // namespace
+
+int64_t SceForwardWorkspaceBytes(int64_t n, int64_t c) { return 2 * kMaxPartials * sizeof(double); }
+
+cudaError_t LaunchSceForward(int dtype, const void* logits, const void* labels, bool labels64, void* loss,
+                             void* log_prob, int64_t n, int64_t c, int64_t ignore_index, float label_smoothing,
+                             void* workspace, cudaStream_t stream) {
+  const bool ok = nl::DispatchFloat(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    SceForwardTyped<T>(logits, labels, labels64, loss, log_prob, n, c, ignore_index, label_smoothing, workspace,
+                       stream);
+  });
+  return ok ? cudaGetLastError() : cudaErrorInvalidValue;
+}
+
+int64_t SceBackwardWorkspaceBytes(int64_t n, int64_t c) { return sizeof(double); }
+
+cudaError_t LaunchSceBackward(int dtype, int dloss_dtype, const void* dloss, const void* log_prob,
+                              const void* labels, bool labels64, void* dlogits, int64_t n, int64_t c,
+                              int64_t ignore_index, float label_smoothing, void* workspace, cudaStream_t stream) {
+  if (n * c == 0) return cudaSuccess;
+  const bool ok = nl::DispatchFloat(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    SceBackwardTyped<T>(dloss_dtype, dloss, log_prob, labels, labels64, dlogits, n, c, ignore_index,
+                        label_smoothing, workspace, stream);
+  });
+  return ok ? cudaGetLastError() : cudaErrorInvalidValue;
+}
+
+int64_t NllLossWorkspaceBytes(int64_t n, int64_t c, int64_t d) { return 2 * kMaxPartials * sizeof(double); }
+
+cudaError_t LaunchNllLoss(int dtype, const void* logp, const void* labels, bool labels64, const void* weights,
+                          int weights_dtype, void* loss, int64_t n, int64_t c, int64_t d, LossReduction reduction,
+                          bool has_ignore, int64_t ignore_index, void* workspace, cudaStream_t stream) {
+  const bool ok = nl::DispatchFloat(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    NllTyped<T>(logp, labels, labels64, weights, weights_dtype, loss, n, c, d, reduction, has_ignore, ignore_index,
+                workspace, stream);
+  });
+  return ok ? cudaGetLastError() : cudaErrorInvalidValue;
+}
+
+int64_t ClassLossGradWorkspaceBytes(int64_t n, int64_t c, int64_t d) {
+  return (2 + 2 * kMaxPartials) * sizeof(double);
+}
+
+cudaError_t LaunchClassLossGrad(bool softmax, int dtype, int dloss_dtype, const void* dloss, const void* logp,
+                                const void* labels, bool labels64, const void* weights, int weights_dtype, void* dx,
+                                void* dweights, int64_t n, int64_t c, int64_t d, LossReduction reduction,
+                                bool has_ignore, int64_t ignore_index, void* workspace, cudaStream_t stream) {
+  const bool ok = nl::DispatchFloat(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    ClassLossGradTyped<T>(softmax, dloss_dtype, dloss, logp, labels, labels64, weights, weights_dtype, dx, dweights,
+                          n, c, d, reduction, has_ignore, ignore_index, workspace, stream);
+  });
+  return ok ? cudaGetLastError() : cudaErrorInvalidValue;
+}
+
+}  // namespace ottr::cuda::kernels

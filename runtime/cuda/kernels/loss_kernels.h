@@ -1,0 +1,76 @@
+// Classification-loss kernels (plain C++ interface, no abseil: included by loss_kernels.cu and
+// runtime/cuda/loss_ops.cc). Types are ONNX codes; labels are int32 or int64 (`labels64`).
+//
+// Out-of-range labels: a kernel cannot raise an error, and clamping would train on a wrong
+// class silently. A label that is neither ignore_index nor in [0, C) therefore makes its loss
+// NaN (and with it a sum/mean loss) and its gradient row NaN, so the executor's NaN guard
+// reports it; the CPU reference reports the same input as an InvalidArgument error.
+#ifndef OTTR_RUNTIME_CUDA_KERNELS_LOSS_KERNELS_H_
+#define OTTR_RUNTIME_CUDA_KERNELS_LOSS_KERNELS_H_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace ottr::cuda::kernels {
+
+// ---------------------------------------------------------------------------------------------
+// ottr::SoftmaxCrossEntropy(logits [N, C], labels [N]) -> (loss [], log_prob [N, C])
+//   log_prob = log_softmax(logits) (the row's log-sum-exp in double);
+//   loss = mean over rows with label != ignore_index of
+//          (1 - ε) · (−log_prob[i, y_i]) + ε / C · Σ_c (−log_prob[i, c])      (0/0 = NaN).
+// The mean is deterministic: for small N one kernel (one block) does everything; otherwise
+// per-block partial sums go to `workspace` and a one-block kernel adds them in a fixed order.
+// `log_prob` may be null (not needed). dtype: float32/float16/bfloat16/float64.
+int64_t SceForwardWorkspaceBytes(int64_t n, int64_t c);
+cudaError_t LaunchSceForward(int dtype, const void* logits, const void* labels, bool labels64,
+                             void* loss, void* log_prob, int64_t n, int64_t c,
+                             int64_t ignore_index, float label_smoothing, void* workspace,
+                             cudaStream_t stream);
+
+// ottr::SoftmaxCrossEntropyGrad(dloss [], log_prob [N, C], labels [N]) -> dlogits [N, C]
+//   dlogits[i, j] = dloss / count · (exp(log_prob[i, j]) − (1 − ε) [j == y_i] − ε / C),
+//   0 for ignored rows; count = number of rows not ignored; computed in double.
+// dloss (type `dloss_dtype`) is read from device memory. Small N·C: one kernel; otherwise a
+// one-block kernel first writes dloss / count into `workspace`.
+int64_t SceBackwardWorkspaceBytes(int64_t n, int64_t c);
+cudaError_t LaunchSceBackward(int dtype, int dloss_dtype, const void* dloss, const void* log_prob,
+                              const void* labels, bool labels64, void* dlogits, int64_t n,
+                              int64_t c, int64_t ignore_index, float label_smoothing,
+                              void* workspace, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------------
+// ONNX NegativeLogLikelihoodLoss on log-probabilities [N, C, D] (D = d1·…·dk, 1 for 2-D) with
+// labels [N, D] and optional weights [C] (`weights` null = all 1):
+//   w_j = 0 if has_ignore and t_j == ignore_index, else weights[t_j];
+//   loss_j = −logp[n, t_j, d] · w_j;  none: loss [N, D]; sum: Σ_j loss_j; mean: Σ loss_j / Σ w_j.
+// SoftmaxCrossEntropyLoss is LaunchSoftmax(kLogSoftmax, N, C, D) followed by this.
+// Sums are in double, deterministic (one block for small N·D, else partials + one block).
+enum class LossReduction : int { kNone = 0, kSum = 1, kMean = 2 };
+
+int64_t NllLossWorkspaceBytes(int64_t n, int64_t c, int64_t d);
+cudaError_t LaunchNllLoss(int dtype, const void* logp, const void* labels, bool labels64,
+                          const void* weights, int weights_dtype, void* loss, int64_t n,
+                          int64_t c, int64_t d, LossReduction reduction, bool has_ignore,
+                          int64_t ignore_index, void* workspace, cudaStream_t stream);
+
+// ottr::SoftmaxCrossEntropyLossGrad (softmax = true, `logp` = log_prob) and
+// ottr::NegativeLogLikelihoodLossGrad (softmax = false, `logp` = the NLL input):
+//   c_j = w_j · dloss_j (none), w_j · dloss (sum), w_j · dloss / W (mean), W = Σ_j w_j;
+//   SCE: dx[n, c, d] = c_j · (exp(logp[n, c, d]) − [c == t_j]);  NLL: dx = −c_j · [c == t_j];
+//   dweights[k] = Σ_{j: t_j = k, not ignored} g_j · (−lp_j), g_j = dloss_j (none) / dloss (sum);
+//   mean: dloss / W · Σ_{j: t_j = k} (−lp_j − L / W), L = Σ_j w_j (−lp_j).
+// `dx` and `dweights` (type `weights_dtype`) may each be null. dloss: [N, D] for none, else a
+// scalar, of type `dloss_dtype`. dweights costs O(C · N · D) label reads (one block per class
+// scans every position: deterministic without atomics; weights are rarely trained).
+int64_t ClassLossGradWorkspaceBytes(int64_t n, int64_t c, int64_t d);
+cudaError_t LaunchClassLossGrad(bool softmax, int dtype, int dloss_dtype, const void* dloss,
+                                const void* logp, const void* labels, bool labels64,
+                                const void* weights, int weights_dtype, void* dx, void* dweights,
+                                int64_t n, int64_t c, int64_t d, LossReduction reduction,
+                                bool has_ignore, int64_t ignore_index, void* workspace,
+                                cudaStream_t stream);
+
+}  // namespace ottr::cuda::kernels
+
+#endif  // OTTR_RUNTIME_CUDA_KERNELS_LOSS_KERNELS_H_

@@ -1,0 +1,400 @@
+// Optimizer-update kernels (see optimizer_kernels.h for the formulas).
+//
+// Work is split into chunks of kMultiTensorChunk elements that never straddle tensors; a block
+// takes chunks in grid-stride order and finds a chunk's tensor by binary search over the
+// entries' first_chunk. Inside a chunk each thread handles 4 consecutive elements at a time
+// (16-byte vectors for float32 when every pointer of the tensor is aligned).
+//
+// Element arithmetic uses the round-to-nearest intrinsics (__fmul_rn, __dadd_rn, ...) so that
+// nvcc cannot contract a·b + c into a fused multiply-add: the CPU reference rounds each
+// operation, and the float32 results match it bit for bit.
+#include "runtime/cuda/kernels/optimizer_kernels.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "runtime/cuda/kernels/norm_common.cuh"
+
+namespace ottr::cuda::kernels {
+namespace {
+
+__device__ __forceinline__ float Add(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ float Sub(float a, float b) { return __fsub_rn(a, b); }
+__device__ __forceinline__ float Mul(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ float Div(float a, float b) { return __fdiv_rn(a, b); }
+__device__ __forceinline__ float Sqrt(float a) { return __fsqrt_rn(a); }
+__device__ __forceinline__ double Add(double a, double b) { return __dadd_rn(a, b); }
+__device__ __forceinline__ double Sub(double a, double b) { return __dsub_rn(a, b); }
+__device__ __forceinline__ double Mul(double a, double b) { return __dmul_rn(a, b); }
+__device__ __forceinline__ double Div(double a, double b) { return __ddiv_rn(a, b); }
+__device__ __forceinline__ double Sqrt(double a) { return __dsqrt_rn(a); }
+
+__device__ __forceinline__ double ReadLr(const OptimizerScalars& s) { return nl::LoadAny(s.lr, s.lr_dtype, 0); }
+__device__ __forceinline__ int64_t ReadStep(const OptimizerScalars& s) {
+  return s.step_dtype == nl::kI32 ? static_cast<int64_t>(*static_cast<const int32_t*>(s.step))
+                                  : *static_cast<const int64_t*>(s.step);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Element updates. Prepare() runs once per thread (reads the device scalars); Apply() updates
+// one element: x = param (in/out), g = grad, st = states (in/out).
+
+template <typename T>
+struct AdamElem {
+  static constexpr int kStates = 2;
+  // Host-side constants, rounded to T as the CPU reference does.
+  T w1, b2, w2, wdt, eps;
+  double beta1, beta2, wd;
+  bool decoupled;
+  // Per-step scalars.
+  T step_size, bc2_sqrt, decay;
+
+  __device__ void Prepare(const OptimizerScalars& s) {
+    const double lr = ReadLr(s);
+    const double t = static_cast<double>(ReadStep(s));
+    const double bc1 = 1.0 - pow(beta1, t);
+    const double bc2 = 1.0 - pow(beta2, t);
+    step_size = static_cast<T>(lr / bc1);
+    bc2_sqrt = static_cast<T>(sqrt(bc2));
+    decay = static_cast<T>(__dsub_rn(1.0, __dmul_rn(lr, wd)));
+  }
+  __device__ __forceinline__ void Apply(T& x, T d, T* st, bool /*has_state0*/) const {
+    if (wd != 0.0) {
+      if (decoupled) {
+        x = Mul(x, decay);
+      } else {
+        d = Add(d, Mul(wdt, x));
+      }
+    }
+    const T m = Add(st[0], Mul(w1, Sub(d, st[0])));  // lerp(m, g, 1 − β1)
+    const T v = Add(Mul(st[1], b2), Mul(Mul(w2, d), d));
+    const T denom = Add(Div(Sqrt(v), bc2_sqrt), eps);
+    x = Sub(x, Mul(step_size, Div(m, denom)));
+    st[0] = m;
+    st[1] = v;
+  }
+};
+
+template <typename T>
+AdamElem<T> MakeAdam(const AdamHyper& h) {
+  AdamElem<T> e{};
+  e.beta1 = h.beta1;
+  e.beta2 = h.beta2;
+  e.wd = h.weight_decay;
+  e.decoupled = h.decoupled;
+  e.w1 = static_cast<T>(1.0 - e.beta1);
+  e.b2 = static_cast<T>(e.beta2);
+  e.w2 = static_cast<T>(1.0 - e.beta2);
+  e.wdt = static_cast<T>(e.wd);
+  e.eps = static_cast<T>(h.epsilon);
+  return e;
+}
+
+template <typename T>
+struct SgdElem {
+  static constexpr int kStates = 1;
+  T momentum, one_minus_dampening, wd;
+  bool nesterov;
+  T lr;
+  bool first;  // step <= 1: the buffer starts as the gradient
+
+  __device__ void Prepare(const OptimizerScalars& s) {
+    lr = static_cast<T>(ReadLr(s));
+    first = ReadStep(s) <= 1;
+  }
+  __device__ __forceinline__ void Apply(T& x, T d, T* st, bool has_buf) const {
+    if (wd != T(0)) d = Add(d, Mul(wd, x));
+    if (has_buf) {
+      const T b = first ? d : Add(Mul(momentum, st[0]), Mul(one_minus_dampening, d));
+      st[0] = b;
+      d = nesterov ? Add(d, Mul(momentum, b)) : b;
+    }
+    x = Sub(x, Mul(lr, d));
+  }
+};
+
+template <typename T>
+SgdElem<T> MakeSgd(const SgdHyper& h) {
+  SgdElem<T> e{};
+  e.momentum = static_cast<T>(h.momentum);
+  // (1 - dampening) in T, as the reference's `(1 - dampening)` with a T dampening.
+  e.one_minus_dampening = static_cast<T>(1) - static_cast<T>(h.dampening);
+  e.wd = static_cast<T>(h.weight_decay);
+  e.nesterov = h.nesterov;
+  return e;
+}
+
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Vec {
+  T v[N];
+};
+
+__device__ __forceinline__ bool Aligned(const void* p, int bytes) {
+  return p == nullptr || reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+// Updates elements [begin, end) of tensor `e`.
+template <typename T, typename Elem>
+__device__ void ProcessChunk(const MultiTensorEntry& e, int64_t begin, int64_t end, const Elem& op) {
+  const T* g = static_cast<const T*>(e.grad);
+  const T* p = static_cast<const T*>(e.param);
+  T* po = static_cast<T*>(e.param_out);
+  const T* s_in[2] = {static_cast<const T*>(e.state0), static_cast<const T*>(e.state1)};
+  T* s_out[2] = {static_cast<T*>(e.state0_out), static_cast<T*>(e.state1_out)};
+  const bool has0 = e.state0 != nullptr;
+  constexpr int kVec = 4;
+  constexpr int kBytes = kVec * sizeof(T);
+  const bool vec = Aligned(g, kBytes) && Aligned(p, kBytes) && Aligned(po, kBytes) && Aligned(s_in[0], kBytes) &&
+                   Aligned(s_in[1], kBytes) && Aligned(s_out[0], kBytes) && Aligned(s_out[1], kBytes);
+  for (int64_t i0 = begin + static_cast<int64_t>(threadIdx.x) * kVec; i0 < end; i0 += static_cast<int64_t>(blockDim.x) * kVec) {
+    if (vec && i0 + kVec <= end) {
+      Vec<T, kVec> xv = *reinterpret_cast<const Vec<T, kVec>*>(p + i0);
+      const Vec<T, kVec> gv = *reinterpret_cast<const Vec<T, kVec>*>(g + i0);
+      Vec<T, kVec> sv[Elem::kStates];
+#pragma unroll
+      for (int k = 0; k < Elem::kStates; ++k) {
+        if (s_in[k] != nullptr) sv[k] = *reinterpret_cast<const Vec<T, kVec>*>(s_in[k] + i0);
+      }
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        T st[Elem::kStates];
+#pragma unroll
+        for (int k = 0; k < Elem::kStates; ++k) st[k] = s_in[k] != nullptr ? sv[k].v[j] : T(0);
+        op.Apply(xv.v[j], gv.v[j], st, has0);
+#pragma unroll
+        for (int k = 0; k < Elem::kStates; ++k) sv[k].v[j] = st[k];
+      }
+      *reinterpret_cast<Vec<T, kVec>*>(po + i0) = xv;
+#pragma unroll
+      for (int k = 0; k < Elem::kStates; ++k) {
+        if (s_out[k] != nullptr && s_in[k] != nullptr) *reinterpret_cast<Vec<T, kVec>*>(s_out[k] + i0) = sv[k];
+      }
+    } else {
+      for (int64_t i = i0; i < i0 + kVec && i < end; ++i) {
+        T x = p[i];
+        T st[Elem::kStates];
+#pragma unroll
+        for (int k = 0; k < Elem::kStates; ++k) st[k] = s_in[k] != nullptr ? s_in[k][i] : T(0);
+        op.Apply(x, g[i], st, has0);
+        po[i] = x;
+#pragma unroll
+        for (int k = 0; k < Elem::kStates; ++k) {
+          if (s_out[k] != nullptr && s_in[k] != nullptr) s_out[k][i] = st[k];
+        }
+      }
+    }
+  }
+}
+
+// Finds the entry holding a chunk: the last k with first_chunk <= chunk (binary search), reusing
+// the previous answer while the block's chunks stay inside one tensor.
+struct EntryCursor {
+  int k = 0;
+  int64_t begin = 0, end = 0;  // chunks [begin, end) belong to entry k
+
+  template <typename Entry>
+  __device__ __forceinline__ int Find(const Entry& entry, int num, int64_t chunk) {
+    if (chunk >= begin && chunk < end) return k;
+    int lo = 0, hi = num - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (entry(mid).first_chunk <= chunk) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    k = lo;
+    begin = entry(lo).first_chunk;
+    end = begin + (entry(lo).numel + kMultiTensorChunk - 1) / kMultiTensorChunk;
+    return k;
+  }
+};
+
+template <typename T, typename Elem>
+__global__ void __launch_bounds__(256)
+    MultiTensorTableKernel(const MultiTensorEntry* __restrict__ table, int num, int64_t total_chunks, Elem op,
+                           OptimizerScalars s) {
+  op.Prepare(s);
+  EntryCursor cur;
+  for (int64_t chunk = blockIdx.x; chunk < total_chunks; chunk += gridDim.x) {
+    const MultiTensorEntry& e = table[cur.Find([&](int i) -> const MultiTensorEntry& { return table[i]; }, num, chunk)];
+    const int64_t begin = (chunk - e.first_chunk) * kMultiTensorChunk;
+    ProcessChunk<T>(e, begin, min(begin + kMultiTensorChunk, e.numel), op);
+  }
+}
+
+struct PackedTable {
+  MultiTensorEntry e[kMaxPackedTensors];
+  int num = 0;
+  int64_t total_chunks = 0;
+};
+
+template <typename T, typename Elem>
+__global__ void __launch_bounds__(256)
+    MultiTensorPackedKernel(const __grid_constant__ PackedTable t, Elem op, OptimizerScalars s) {
+  op.Prepare(s);
+  EntryCursor cur;
+  for (int64_t chunk = blockIdx.x; chunk < t.total_chunks; chunk += gridDim.x) {
+    const MultiTensorEntry& e = t.e[cur.Find([&](int i) -> const MultiTensorEntry& { return t.e[i]; }, t.num, chunk)];
+    const int64_t begin = (chunk - e.first_chunk) * kMultiTensorChunk;
+    ProcessChunk<T>(e, begin, min(begin + kMultiTensorChunk, e.numel), op);
+  }
+}
+
+int GridForChunks(int64_t chunks) {
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(chunks, nl::SmCount() * 8)));
+}
+
+template <typename T, typename Elem>
+cudaError_t LaunchPacked(const MultiTensorEntry* entries, int num, const Elem& op, const OptimizerScalars& s,
+                         cudaStream_t stream) {
+  for (int first = 0; first < num; first += kMaxPackedTensors) {
+    PackedTable t;
+    t.num = std::min(kMaxPackedTensors, num - first);
+    for (int i = 0; i < t.num; ++i) t.e[i] = entries[first + i];
+    t.total_chunks = FillChunkOffsets(t.e, t.num);
+    if (t.total_chunks == 0) continue;
+    MultiTensorPackedKernel<T, Elem><<<GridForChunks(t.total_chunks), 256, 0, stream>>>(t, op, s);
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+// ---------------------------------------------------------------------------------------------
+// ai.onnx.preview.training optimizers: per element in double (tensors float32 or float64).
+
+__device__ __forceinline__ double LoadF(const void* p, bool f64, int64_t i) {
+  return f64 ? static_cast<const double*>(p)[i] : static_cast<double>(static_cast<const float*>(p)[i]);
+}
+__device__ __forceinline__ void StoreF(void* p, bool f64, int64_t i, double v) {
+  if (p == nullptr) return;
+  if (f64) {
+    static_cast<double*>(p)[i] = v;
+  } else {
+    static_cast<float*>(p)[i] = static_cast<float>(v);
+  }
+}
+
+template <OnnxOptimizer K>
+__global__ void __launch_bounds__(256)
+    OnnxOptimizerKernel(const __grid_constant__ PackedTable t, OnnxOptimizerHyper h, const void* r_ptr, int r_dtype,
+                        const int64_t* t_ptr) {
+  const double r_in = nl::LoadAny(r_ptr, r_dtype, 0);
+  const int64_t step = *t_ptr;
+  double r = r_in, beta = h.beta;
+  if constexpr (K == OnnxOptimizer::kAdam) {
+    if (step > 0) {
+      const double ts = static_cast<double>(step);
+      r = r_in * sqrt(1.0 - pow(h.beta, ts)) / (1.0 - pow(h.alpha, ts));
+    }
+  } else if constexpr (K == OnnxOptimizer::kAdagrad) {
+    r = r_in / (1.0 + static_cast<double>(step) * h.alpha);
+  } else {
+    beta = step > 0 ? h.beta : 1.0;
+  }
+  EntryCursor cur;
+  for (int64_t chunk = blockIdx.x; chunk < t.total_chunks; chunk += gridDim.x) {
+    const MultiTensorEntry& e = t.e[cur.Find([&](int i) -> const MultiTensorEntry& { return t.e[i]; }, t.num, chunk)];
+    const bool fx = e.f64_mask & 1, fg = e.f64_mask & 2, f0 = e.f64_mask & 4, f1 = e.f64_mask & 8;
+    const int64_t begin = (chunk - e.first_chunk) * kMultiTensorChunk;
+    const int64_t end = min(begin + kMultiTensorChunk, e.numel);
+    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+      const double x = LoadF(e.param, fx, i);
+      const double g = h.norm_coefficient * x + LoadF(e.grad, fg, i);
+      if constexpr (K == OnnxOptimizer::kAdam) {
+        const double m = h.alpha * LoadF(e.state0, f0, i) + (1.0 - h.alpha) * g;
+        const double hh = h.beta * LoadF(e.state1, f1, i) + (1.0 - h.beta) * g * g;
+        StoreF(e.param_out, fx, i, (1.0 - h.norm_coefficient_post) * (x - r * m / (sqrt(hh) + h.epsilon)));
+        StoreF(e.state0_out, f0, i, m);
+        StoreF(e.state1_out, f1, i, hh);
+      } else if constexpr (K == OnnxOptimizer::kAdagrad) {
+        const double hh = LoadF(e.state0, f0, i) + g * g;
+        StoreF(e.param_out, fx, i, x - r * g / (sqrt(hh) + h.epsilon));
+        StoreF(e.state0_out, f0, i, hh);
+      } else {
+        const double v = h.alpha * LoadF(e.state0, f0, i) + beta * g;
+        StoreF(e.param_out, fx, i, h.nesterov ? x - r * (g + h.alpha * v) : x - r * v);
+        StoreF(e.state0_out, f0, i, v);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int64_t FillChunkOffsets(MultiTensorEntry* entries, int num_tensors) {
+  int64_t total = 0;
+  for (int i = 0; i < num_tensors; ++i) {
+    entries[i].first_chunk = total;
+    total += (entries[i].numel + kMultiTensorChunk - 1) / kMultiTensorChunk;
+  }
+  return total;
+}
+
+cudaError_t LaunchMultiTensorAdam(const MultiTensorEntry* device_table, int num_tensors, int64_t total_chunks,
+                                  int dtype, const AdamHyper& h, const OptimizerScalars& s, cudaStream_t stream) {
+  if (num_tensors <= 0 || total_chunks <= 0) return cudaSuccess;
+  const int grid = GridForChunks(total_chunks);
+  if (dtype == nl::kF32) {
+    MultiTensorTableKernel<float><<<grid, 256, 0, stream>>>(device_table, num_tensors, total_chunks, MakeAdam<float>(h), s);
+  } else if (dtype == nl::kF64) {
+    MultiTensorTableKernel<double><<<grid, 256, 0, stream>>>(device_table, num_tensors, total_chunks, MakeAdam<double>(h), s);
+  } else {
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchMultiTensorSgd(const MultiTensorEntry* device_table, int num_tensors, int64_t total_chunks,
+                                 int dtype, const SgdHyper& h, const OptimizerScalars& s, cudaStream_t stream) {
+  if (num_tensors <= 0 || total_chunks <= 0) return cudaSuccess;
+  const int grid = GridForChunks(total_chunks);
+  if (dtype == nl::kF32) {
+    MultiTensorTableKernel<float><<<grid, 256, 0, stream>>>(device_table, num_tensors, total_chunks, MakeSgd<float>(h), s);
+  } else if (dtype == nl::kF64) {
+    MultiTensorTableKernel<double><<<grid, 256, 0, stream>>>(device_table, num_tensors, total_chunks, MakeSgd<double>(h), s);
+  } else {
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchPackedAdam(const MultiTensorEntry* host_entries, int num_tensors, int dtype, const AdamHyper& h,
+                             const OptimizerScalars& s, cudaStream_t stream) {
+  if (dtype == nl::kF32) return LaunchPacked<float>(host_entries, num_tensors, MakeAdam<float>(h), s, stream);
+  if (dtype == nl::kF64) return LaunchPacked<double>(host_entries, num_tensors, MakeAdam<double>(h), s, stream);
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchPackedSgd(const MultiTensorEntry* host_entries, int num_tensors, int dtype, const SgdHyper& h,
+                            const OptimizerScalars& s, cudaStream_t stream) {
+  if (dtype == nl::kF32) return LaunchPacked<float>(host_entries, num_tensors, MakeSgd<float>(h), s, stream);
+  if (dtype == nl::kF64) return LaunchPacked<double>(host_entries, num_tensors, MakeSgd<double>(h), s, stream);
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchOnnxOptimizer(OnnxOptimizer kind, const MultiTensorEntry* host_entries, int num_tensors,
+                                const OnnxOptimizerHyper& h, const void* r, int r_dtype, const void* t,
+                                cudaStream_t stream) {
+  for (int first = 0; first < num_tensors; first += kMaxPackedTensors) {
+    PackedTable table;
+    table.num = std::min(kMaxPackedTensors, num_tensors - first);
+    for (int i = 0; i < table.num; ++i) table.e[i] = host_entries[first + i];
+    table.total_chunks = FillChunkOffsets(table.e, table.num);
+    if (table.total_chunks == 0) continue;
+    const int grid = GridForChunks(table.total_chunks);
+    const int64_t* tp = static_cast<const int64_t*>(t);
+    switch (kind) {
+      case OnnxOptimizer::kAdam: OnnxOptimizerKernel<OnnxOptimizer::kAdam><<<grid, 256, 0, stream>>>(table, h, r, r_dtype, tp); break;
+      case OnnxOptimizer::kAdagrad: OnnxOptimizerKernel<OnnxOptimizer::kAdagrad><<<grid, 256, 0, stream>>>(table, h, r, r_dtype, tp); break;
+      case OnnxOptimizer::kMomentum: OnnxOptimizerKernel<OnnxOptimizer::kMomentum><<<grid, 256, 0, stream>>>(table, h, r, r_dtype, tp); break;
+    }
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace ottr::cuda::kernels

@@ -1,0 +1,323 @@
+// CUDA ops of the softmax family and the classification losses:
+//   Softmax, LogSoftmax, Hardmax (opset-13 form: one axis, default -1), ottr::SoftmaxGrad,
+//   ottr::LogSoftmaxGrad; ottr::SoftmaxCrossEntropy(+Grad) (the loss ottr appends for
+//   training); ONNX SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss with their
+//   ottr-domain backward ops. Kernels: kernels/softmax_kernels.cu, kernels/loss_kernels.cu.
+// Shapes, types and attributes are validated here, once per static shape, with the CPU
+// reference's messages (runtime/cpu/loss_kernels.cc, loss_grad_kernels.cc,
+// ottr_training_kernels.cc). Label values are only known on the device: see loss_kernels.h for
+// what an out-of-range label does.
+#include <nvtx3/nvToolsExt.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "ir/status.h"
+#include "runtime/cuda/cuda_ops.h"
+#include "runtime/cuda/cuda_status.h"
+#include "runtime/cuda/kernels/loss_kernels.h"
+#include "runtime/cuda/kernels/softmax_kernels.h"
+
+namespace ottr::cuda {
+namespace {
+
+using ir::DType;
+using kernels::LossReduction;
+using kernels::SoftmaxKind;
+
+// NVTX range for the lifetime of the object (one per launch, named after the op).
+class NvtxRange {
+ public:
+  explicit NvtxRange(const char* name) { nvtxRangePushA(name); }
+  ~NvtxRange() { nvtxRangePop(); }
+  NvtxRange(const NvtxRange&) = delete;
+  NvtxRange& operator=(const NvtxRange&) = delete;
+};
+
+std::string DimsString(const std::vector<int64_t>& dims) { return absl::StrCat("[", absl::StrJoin(dims, ","), "]"); }
+
+int64_t Product(const std::vector<int64_t>& dims, size_t begin, size_t end) {
+  int64_t p = 1;
+  for (size_t k = begin; k < end && k < dims.size(); ++k) p *= dims[k];
+  return p;
+}
+
+int Code(DType t) { return static_cast<int>(ir::DTypeToOnnx(t)); }
+
+absl::Status RequireFloat(const OpCompileContext& ctx, int i, absl::string_view name) {
+  const DType t = ctx.input_type(i).dtype;
+  if (ir::IsFloat(t)) return absl::OkStatus();
+  return ctx.Unsupported(absl::StrCat("input '", name, "' has element type ", ir::DTypeName(t),
+                                      "; expected a floating-point type"));
+}
+
+absl::Status RequireLabels(const OpCompileContext& ctx, int i) {
+  const DType t = ctx.input_type(i).dtype;
+  if (t == DType::kInt32 || t == DType::kInt64) return absl::OkStatus();
+  return ctx.Unsupported(absl::StrCat("labels have element type ", ir::DTypeName(t), "; expected int32 or int64"));
+}
+
+absl::StatusOr<int64_t> NormalizedAxis(const OpCompileContext& ctx, const std::vector<int64_t>& dims,
+                                       absl::string_view what) {
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  int64_t axis = ctx.node().GetInt("axis", -1);
+  if (axis < -rank || axis >= rank) {
+    return ctx.Error(absl::StrCat("axis ", axis, " is out of range for ", what, " of shape ", DimsString(dims)));
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+// Workspace sections: each starts at a multiple of 256 bytes.
+int64_t Align256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// ---------------------------------------------------------------------------------------------
+// Softmax / LogSoftmax / Hardmax and their backward ops.
+
+const char* KindName(SoftmaxKind k) {
+  switch (k) {
+    case SoftmaxKind::kSoftmax: return "Softmax";
+    case SoftmaxKind::kLogSoftmax: return "LogSoftmax";
+    case SoftmaxKind::kHardmax: return "Hardmax";
+    case SoftmaxKind::kSoftmaxGrad: return "SoftmaxGrad";
+    case SoftmaxKind::kLogSoftmaxGrad: return "LogSoftmaxGrad";
+  }
+  return "Softmax";
+}
+
+absl::StatusOr<CompiledOp> CompileSoftmax(OpCompileContext& ctx, SoftmaxKind kind) {
+  const bool backward = kind == SoftmaxKind::kSoftmaxGrad || kind == SoftmaxKind::kLogSoftmaxGrad;
+  const int data = backward ? 1 : 0;  // the tensor that fixes type and shape (X or Y)
+  OTTR_RETURN_IF_ERROR(RequireFloat(ctx, data, backward ? "Y" : "input"));
+  const std::vector<int64_t> dims = ctx.input_dims(data);
+  if (backward && (ctx.input_type(0).dtype != ctx.input_type(1).dtype || ctx.input_dims(0) != dims)) {
+    return ctx.Error(absl::StrCat("dY ", ir::DTypeName(ctx.input_type(0).dtype), DimsString(ctx.input_dims(0)),
+                                  " does not match Y ", ir::DTypeName(ctx.input_type(1).dtype), DimsString(dims)));
+  }
+  OTTR_ASSIGN_OR_RETURN(const int64_t axis, NormalizedAxis(ctx, dims, backward ? "Y" : "input"));
+  const int64_t outer = Product(dims, 0, axis);
+  const int64_t n = dims[axis];
+  const int64_t inner = Product(dims, axis + 1, dims.size());
+  const int dtype = Code(ctx.input_type(data).dtype);
+  CompiledOp op;
+  op.launch = [kind, dtype, outer, n, inner](const LaunchArgs& a) -> absl::Status {
+    if (a.outputs[0] == nullptr) return absl::OkStatus();
+    NvtxRange range(KindName(kind));
+    const void* first = a.inputs[0];
+    const void* second = a.inputs.size() > 1 ? a.inputs[1] : nullptr;
+    OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchSoftmax(kind, dtype, first, second, a.outputs[0], outer, n, inner, a.stream));
+    return absl::OkStatus();
+  };
+  return op;
+}
+
+// ---------------------------------------------------------------------------------------------
+// ottr::SoftmaxCrossEntropy and ottr::SoftmaxCrossEntropyGrad.
+
+absl::StatusOr<CompiledOp> CompileSce(OpCompileContext& ctx) {
+  OTTR_RETURN_IF_ERROR(RequireFloat(ctx, 0, "logits"));
+  OTTR_RETURN_IF_ERROR(RequireLabels(ctx, 1));
+  const std::vector<int64_t> dims = ctx.input_dims(0);
+  if (dims.size() != 2) return ctx.Error(absl::StrCat("logits must be [N, C], got ", DimsString(dims)));
+  if (ctx.input_dims(1) != std::vector<int64_t>{dims[0]}) {
+    return ctx.Error(absl::StrCat("labels ", DimsString(ctx.input_dims(1)), " must be [N] for logits ", DimsString(dims)));
+  }
+  const int dtype = Code(ctx.input_type(0).dtype);
+  const bool labels64 = ctx.input_type(1).dtype == DType::kInt64;
+  const int64_t n = dims[0], c = dims[1];
+  const int64_t ignore = ctx.node().GetInt("ignore_index", -100);
+  const float eps = ctx.node().GetFloat("label_smoothing", 0.0f);
+  const int64_t kernel_ws = Align256(kernels::SceForwardWorkspaceBytes(n, c));
+  CompiledOp op;
+  // A scalar slot after the kernel's workspace receives the loss when nobody reads it.
+  op.workspace_bytes = kernel_ws + 256;
+  op.launch = [=](const LaunchArgs& a) -> absl::Status {
+    void* loss = a.outputs[0];
+    void* log_prob = a.outputs.size() > 1 ? a.outputs[1] : nullptr;
+    if (loss == nullptr && log_prob == nullptr) return absl::OkStatus();
+    if (loss == nullptr) loss = static_cast<char*>(a.workspace) + kernel_ws;
+    NvtxRange range("SoftmaxCrossEntropy");
+    OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchSceForward(dtype, a.inputs[0], a.inputs[1], labels64, loss, log_prob, n, c,
+                                                        ignore, eps, a.workspace, a.stream));
+    return absl::OkStatus();
+  };
+  return op;
+}
+
+absl::StatusOr<CompiledOp> CompileSceGrad(OpCompileContext& ctx) {
+  OTTR_RETURN_IF_ERROR(RequireFloat(ctx, 0, "dloss"));
+  OTTR_RETURN_IF_ERROR(RequireFloat(ctx, 1, "log_prob"));
+  OTTR_RETURN_IF_ERROR(RequireLabels(ctx, 2));
+  const std::vector<int64_t> dims = ctx.input_dims(1);
+  if (dims.size() != 2) return ctx.Error(absl::StrCat("log_prob must be [N, C], got ", DimsString(dims)));
+  if (ir::NumElements(ctx.input_dims(0)) != 1) {
+    return ctx.Error(absl::StrCat("dloss must be a scalar, got ", DimsString(ctx.input_dims(0))));
+  }
+  if (ctx.input_dims(2) != std::vector<int64_t>{dims[0]}) {
+    return ctx.Error(absl::StrCat("labels ", DimsString(ctx.input_dims(2)), " must be [N] for log_prob ",
+                                  DimsString(dims)));
+  }
+  const int dtype = Code(ctx.input_type(1).dtype);
+  const int dloss_dtype = Code(ctx.input_type(0).dtype);
+  const bool labels64 = ctx.input_type(2).dtype == DType::kInt64;
+  const int64_t n = dims[0], c = dims[1];
+  const int64_t ignore = ctx.node().GetInt("ignore_index", -100);
+  const float eps = ctx.node().GetFloat("label_smoothing", 0.0f);
+  CompiledOp op;
+  op.workspace_bytes = kernels::SceBackwardWorkspaceBytes(n, c);
+  op.launch = [=](const LaunchArgs& a) -> absl::Status {
+    if (a.outputs[0] == nullptr) return absl::OkStatus();
+    NvtxRange range("SoftmaxCrossEntropyGrad");
+    OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchSceBackward(dtype, dloss_dtype, a.inputs[0], a.inputs[1], a.inputs[2],
+                                                         labels64, a.outputs[0], n, c, ignore, eps, a.workspace,
+                                                         a.stream));
+    return absl::OkStatus();
+  };
+  return op;
+}
+
+// ---------------------------------------------------------------------------------------------
+// ONNX SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss and their backward ops.
+
+struct ClassLossConfig {
+  int64_t n = 0, c = 0, d = 1;
+  std::vector<int64_t> loss_dims;
+  LossReduction reduction = LossReduction::kMean;
+  bool has_ignore = false;
+  int64_t ignore_index = 0;
+  bool labels64 = false;
+  bool has_weights = false;
+  int weights_dtype = 1;
+};
+
+// Validates input `data` [N, C, d..], labels (input `labels`) [N, d..] and the optional weights
+// (input `weights`) [C], and reads the reduction and ignore_index attributes.
+absl::StatusOr<ClassLossConfig> ReadClassLoss(const OpCompileContext& ctx, int data, int labels, int weights) {
+  ClassLossConfig cfg;
+  const std::vector<int64_t> dims = ctx.input_dims(data);
+  if (dims.size() < 2) {
+    return ctx.Error(absl::StrCat("input must have rank >= 2 (N x C x ...), got ", DimsString(dims)));
+  }
+  OTTR_RETURN_IF_ERROR(RequireLabels(ctx, labels));
+  cfg.loss_dims = dims;
+  cfg.loss_dims.erase(cfg.loss_dims.begin() + 1);
+  if (ctx.input_dims(labels) != cfg.loss_dims) {
+    return ctx.Error(absl::StrCat("labels of shape ", DimsString(ctx.input_dims(labels)), " do not match input of shape ",
+                                  DimsString(dims), " (expected ", DimsString(cfg.loss_dims), ")"));
+  }
+  cfg.n = dims[0];
+  cfg.c = dims[1];
+  cfg.d = Product(dims, 2, dims.size());
+  cfg.labels64 = ctx.input_type(labels).dtype == DType::kInt64;
+  if (ctx.has_input(weights)) {
+    OTTR_RETURN_IF_ERROR(RequireFloat(ctx, weights, "weights"));
+    const std::vector<int64_t> w = ctx.input_dims(weights);
+    if (w.size() != 1 || w[0] != cfg.c) {
+      return ctx.Error(absl::StrCat("weights of shape ", DimsString(w), " must be [C] = [", cfg.c, "]"));
+    }
+    cfg.has_weights = true;
+    cfg.weights_dtype = Code(ctx.input_type(weights).dtype);
+  }
+  const std::string reduction = ctx.node().GetString("reduction", "mean");
+  if (reduction == "none") {
+    cfg.reduction = LossReduction::kNone;
+  } else if (reduction == "sum") {
+    cfg.reduction = LossReduction::kSum;
+  } else if (reduction == "mean") {
+    cfg.reduction = LossReduction::kMean;
+  } else {
+    return ctx.Error(absl::StrCat("reduction must be 'none', 'sum' or 'mean', got '", reduction, "'"));
+  }
+  cfg.has_ignore = ctx.node().has_attr("ignore_index");
+  cfg.ignore_index = ctx.node().GetInt("ignore_index", 0);
+  return cfg;
+}
+
+// SoftmaxCrossEntropyLoss (softmax = true): log_prob = LogSoftmax(scores, axis 1) into output 1
+// or the workspace, then the NLL of it. NegativeLogLikelihoodLoss: the NLL of the input.
+absl::StatusOr<CompiledOp> CompileClassLoss(OpCompileContext& ctx, bool softmax) {
+  OTTR_RETURN_IF_ERROR(RequireFloat(ctx, 0, softmax ? "scores" : "input"));
+  OTTR_ASSIGN_OR_RETURN(const ClassLossConfig cfg, ReadClassLoss(ctx, 0, 1, 2));
+  const DType t = ctx.input_type(0).dtype;
+  const int dtype = Code(t);
+  const int64_t logp_bytes = softmax ? Align256(cfg.n * cfg.c * cfg.d * static_cast<int64_t>(ir::DTypeSize(t))) : 0;
+  CompiledOp op;
+  op.workspace_bytes = logp_bytes + kernels::NllLossWorkspaceBytes(cfg.n, cfg.c, cfg.d);
+  op.launch = [=](const LaunchArgs& a) -> absl::Status {
+    void* log_prob = softmax && a.outputs.size() > 1 ? a.outputs[1] : nullptr;
+    if (a.outputs[0] == nullptr && log_prob == nullptr) return absl::OkStatus();
+    NvtxRange range(softmax ? "SoftmaxCrossEntropyLoss" : "NegativeLogLikelihoodLoss");
+    const void* logp = a.inputs[0];
+    void* ws = a.workspace;
+    if (softmax) {
+      if (log_prob == nullptr) log_prob = a.workspace;
+      ws = static_cast<char*>(a.workspace) + logp_bytes;
+      OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchSoftmax(SoftmaxKind::kLogSoftmax, dtype, a.inputs[0], nullptr, log_prob,
+                                                       cfg.n, cfg.c, cfg.d, a.stream));
+      logp = log_prob;
+    }
+    if (a.outputs[0] == nullptr) return absl::OkStatus();
+    const void* weights = cfg.has_weights ? a.inputs[2] : nullptr;
+    OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchNllLoss(dtype, logp, a.inputs[1], cfg.labels64, weights, cfg.weights_dtype,
+                                                     a.outputs[0], cfg.n, cfg.c, cfg.d, cfg.reduction, cfg.has_ignore,
+                                                     cfg.ignore_index, ws, a.stream));
+    return absl::OkStatus();
+  };
+  return op;
+}
+
+// ottr::SoftmaxCrossEntropyLossGrad / ottr::NegativeLogLikelihoodLossGrad
+//   (dloss, log_prob or input, labels, [weights]) -> (dx, [dweights]).
+absl::StatusOr<CompiledOp> CompileClassLossGrad(OpCompileContext& ctx, bool softmax) {
+  OTTR_RETURN_IF_ERROR(RequireFloat(ctx, 1, "input"));
+  OTTR_ASSIGN_OR_RETURN(const ClassLossConfig cfg, ReadClassLoss(ctx, 1, 2, 3));
+  const bool none = cfg.reduction == LossReduction::kNone;
+  const std::vector<int64_t> dl = ctx.input_dims(0);
+  if (!ir::IsFloat(ctx.input_type(0).dtype) || (none ? dl != cfg.loss_dims : ir::NumElements(dl) != 1)) {
+    return ctx.Error(absl::StrCat("dloss ", ir::DTypeName(ctx.input_type(0).dtype), DimsString(dl),
+                                  " must be a float tensor shaped like the loss (",
+                                  none ? DimsString(cfg.loss_dims) : std::string("a scalar"), ")"));
+  }
+  const bool want_dw = ctx.num_outputs() > 1 && ctx.output_needed(1);
+  if (want_dw && !cfg.has_weights) return ctx.Error("the weights gradient needs the weights input");
+  const int dtype = Code(ctx.input_type(1).dtype);
+  const int dloss_dtype = Code(ctx.input_type(0).dtype);
+  CompiledOp op;
+  op.workspace_bytes = kernels::ClassLossGradWorkspaceBytes(cfg.n, cfg.c, cfg.d);
+  op.launch = [=](const LaunchArgs& a) -> absl::Status {
+    void* dx = a.outputs[0];
+    void* dw = a.outputs.size() > 1 ? a.outputs[1] : nullptr;
+    if (dx == nullptr && dw == nullptr) return absl::OkStatus();
+    NvtxRange range(softmax ? "SoftmaxCrossEntropyLossGrad" : "NegativeLogLikelihoodLossGrad");
+    const void* weights = cfg.has_weights ? a.inputs[3] : nullptr;
+    OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchClassLossGrad(softmax, dtype, dloss_dtype, a.inputs[0], a.inputs[1],
+                                                           a.inputs[2], cfg.labels64, weights, cfg.weights_dtype, dx, dw,
+                                                           cfg.n, cfg.c, cfg.d, cfg.reduction, cfg.has_ignore,
+                                                           cfg.ignore_index, a.workspace, a.stream));
+    return absl::OkStatus();
+  };
+  return op;
+}
+
+}  // namespace
+
+void RegisterLossCudaOps(CudaOpRegistry& r) {
+  const std::string ottr(ir::kOttrDomain);
+  r.Register("", "Softmax", [](OpCompileContext& c) { return CompileSoftmax(c, SoftmaxKind::kSoftmax); });
+  r.Register("", "LogSoftmax", [](OpCompileContext& c) { return CompileSoftmax(c, SoftmaxKind::kLogSoftmax); });
+  r.Register("", "Hardmax", [](OpCompileContext& c) { return CompileSoftmax(c, SoftmaxKind::kHardmax); });
+  r.Register(ottr, "SoftmaxGrad", [](OpCompileContext& c) { return CompileSoftmax(c, SoftmaxKind::kSoftmaxGrad); });
+  r.Register(ottr, "LogSoftmaxGrad",
+             [](OpCompileContext& c) { return CompileSoftmax(c, SoftmaxKind::kLogSoftmaxGrad); });
+  r.Register(ottr, "SoftmaxCrossEntropy", CompileSce);
+  r.Register(ottr, "SoftmaxCrossEntropyGrad", CompileSceGrad);
+  r.Register("", "SoftmaxCrossEntropyLoss", [](OpCompileContext& c) { return CompileClassLoss(c, true); });
+  r.Register("", "NegativeLogLikelihoodLoss", [](OpCompileContext& c) { return CompileClassLoss(c, false); });
+  r.Register(ottr, "SoftmaxCrossEntropyLossGrad", [](OpCompileContext& c) { return CompileClassLossGrad(c, true); });
+  r.Register(ottr, "NegativeLogLikelihoodLossGrad",
+             [](OpCompileContext& c) { return CompileClassLossGrad(c, false); });
+}
+
+}  // namespace ottr::cuda

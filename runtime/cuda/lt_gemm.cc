@@ -1,0 +1,169 @@
+#include "runtime/cuda/lt_gemm.h"
+
+#include <cstring>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "ir/status.h"
+#include "runtime/cuda/cuda_status.h"
+
+namespace ottr::cuda {
+namespace {
+
+absl::StatusOr<cudaDataType_t> CudaType(ir::DType t) {
+  switch (t) {
+    case ir::DType::kFloat32: return CUDA_R_32F;
+    case ir::DType::kFloat16: return CUDA_R_16F;
+    case ir::DType::kBFloat16: return CUDA_R_16BF;
+    case ir::DType::kFloat64: return CUDA_R_64F;
+    default: return absl::UnimplementedError(absl::StrCat("cuBLASLt GEMM of ", ir::DTypeName(t)));
+  }
+}
+
+cublasLtEpilogue_t LtEpilogue(GemmEpilogue e) {
+  switch (e) {
+    case GemmEpilogue::kDefault: return CUBLASLT_EPILOGUE_DEFAULT;
+    case GemmEpilogue::kBias: return CUBLASLT_EPILOGUE_BIAS;
+    case GemmEpilogue::kReluBias: return CUBLASLT_EPILOGUE_RELU_BIAS;
+    case GemmEpilogue::kReluAuxBias: return CUBLASLT_EPILOGUE_RELU_AUX_BIAS;
+    case GemmEpilogue::kGeluBias: return CUBLASLT_EPILOGUE_GELU_BIAS;
+    case GemmEpilogue::kGeluAuxBias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case GemmEpilogue::kDRelu: return CUBLASLT_EPILOGUE_DRELU;
+    case GemmEpilogue::kDReluBgrad: return CUBLASLT_EPILOGUE_DRELU_BGRAD;
+    case GemmEpilogue::kDGelu: return CUBLASLT_EPILOGUE_DGELU;
+    case GemmEpilogue::kDGeluBgrad: return CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    case GemmEpilogue::kBgradA: return CUBLASLT_EPILOGUE_BGRADA;
+    case GemmEpilogue::kBgradB: return CUBLASLT_EPILOGUE_BGRADB;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+bool HasBias(GemmEpilogue e) {
+  return e == GemmEpilogue::kBias || e == GemmEpilogue::kReluBias || e == GemmEpilogue::kReluAuxBias ||
+         e == GemmEpilogue::kGeluBias || e == GemmEpilogue::kGeluAuxBias ||
+         e == GemmEpilogue::kDReluBgrad || e == GemmEpilogue::kDGeluBgrad ||
+         e == GemmEpilogue::kBgradA || e == GemmEpilogue::kBgradB;
+}
+
+bool HasAux(GemmEpilogue e) {
+  return e == GemmEpilogue::kReluAuxBias || e == GemmEpilogue::kGeluAuxBias || e == GemmEpilogue::kDRelu ||
+         e == GemmEpilogue::kDReluBgrad || e == GemmEpilogue::kDGelu || e == GemmEpilogue::kDGeluBgrad;
+}
+
+absl::StatusOr<LtLayout> MakeLayout(cudaDataType_t t, int64_t rows, int64_t cols, int64_t ld,
+                                    int64_t batch, int64_t stride) {
+  cublasLtMatrixLayout_t l;
+  OTTR_CUDA_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&l, t, rows, cols, ld));
+  LtLayout layout(l);
+  if (batch > 1) {
+    int32_t b = static_cast<int32_t>(batch);
+    OTTR_CUDA_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b, sizeof(b)));
+    OTTR_CUDA_RETURN_IF_ERROR(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                               &stride, sizeof(stride)));
+  }
+  return layout;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LtGemm>> LtGemm::Create(CudaLibraries& libs, const GemmConfig& cfg) {
+  auto g = std::unique_ptr<LtGemm>(new LtGemm());
+  g->libs_ = &libs;
+  g->config_ = cfg;
+  GemmConfig& c = g->config_;
+  // Row-major leading dims default to packed.
+  if (c.lda == 0) c.lda = c.trans_a ? c.m : c.k;
+  if (c.ldb == 0) c.ldb = c.trans_b ? c.k : c.n;
+  if (c.ldc == 0) c.ldc = c.n;
+  OTTR_ASSIGN_OR_RETURN(cudaDataType_t t, CudaType(c.dtype));
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  cudaDataType_t scale = CUDA_R_32F;
+  if (c.dtype == ir::DType::kFloat64) {
+    compute = CUBLAS_COMPUTE_64F;
+    scale = CUDA_R_64F;
+  } else if (c.dtype == ir::DType::kFloat32 && libs.tf32()) {
+    compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+  }
+  cublasLtMatmulDesc_t desc;
+  OTTR_CUDA_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&desc, compute, scale));
+  g->desc_ = LtMatmulDesc(desc);
+  // Dᵀ[N,M] = op(B)ᵀ · op(A)ᵀ in column-major: cuBLASLt's A is our B, its B is our A.
+  const cublasOperation_t op_a = c.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = c.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  OTTR_CUDA_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+  OTTR_CUDA_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+  const cublasLtEpilogue_t epi = LtEpilogue(c.epilogue);
+  OTTR_CUDA_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+  if (HasBias(c.epilogue)) {
+    OTTR_CUDA_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof(t)));
+  }
+  if (HasAux(c.epilogue)) {
+    const int64_t ld = c.aux_ld;
+    OTTR_CUDA_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)));
+  }
+  // Column-major layouts of the three buffers (see the header comment).
+  OTTR_ASSIGN_OR_RETURN(g->a_layout_, MakeLayout(t, c.trans_b ? c.k : c.n, c.trans_b ? c.n : c.k, c.ldb,
+                                                 c.batch, c.stride_b));
+  OTTR_ASSIGN_OR_RETURN(g->b_layout_, MakeLayout(t, c.trans_a ? c.m : c.k, c.trans_a ? c.k : c.m, c.lda,
+                                                 c.batch, c.stride_a));
+  OTTR_ASSIGN_OR_RETURN(g->d_layout_, MakeLayout(t, c.n, c.m, c.ldc, c.batch, c.stride_c));
+
+  const std::string key = absl::StrCat(
+      "gemm ", ir::DTypeName(c.dtype), " ", static_cast<int>(compute), " t", c.trans_a, c.trans_b,
+      " m", c.m, " n", c.n, " k", c.k, " ld", c.lda, ",", c.ldb, ",", c.ldc, " b", c.batch, " s",
+      c.stride_a, ",", c.stride_b, ",", c.stride_c, " e", static_cast<int>(epi), " beta", c.beta != 0.0f,
+      " aux", c.aux_ld);
+  std::string cached;
+  if (libs.LookupAlgo(key, &cached) && cached.size() == 2 * sizeof(cublasLtMatmulAlgo_t) + 16 + 1) {
+    std::string raw = absl::HexStringToBytes(cached.substr(0, 2 * sizeof(cublasLtMatmulAlgo_t)));
+    std::memcpy(&g->algo_, raw.data(), sizeof(g->algo_));
+    g->workspace_bytes_ = std::stoll(cached.substr(2 * sizeof(cublasLtMatmulAlgo_t) + 1), nullptr, 16);
+    return g;
+  }
+  cublasLtMatmulPreference_t pref;
+  OTTR_CUDA_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
+  LtPreference pref_owner(pref);
+  const uint64_t max_ws = kMaxGemmWorkspace;
+  OTTR_CUDA_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws, sizeof(max_ws)));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  OTTR_CUDA_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(libs.lt(), desc, g->a_layout_.get(),
+                                                           g->b_layout_.get(), g->d_layout_.get(),
+                                                           g->d_layout_.get(), pref, 1, &result, &found));
+  if (found == 0) {
+    return absl::UnimplementedError(absl::StrCat("cuBLASLt has no algorithm for ", key));
+  }
+  g->algo_ = result.algo;
+  g->workspace_bytes_ = static_cast<int64_t>(result.workspaceSize);
+  libs.StoreAlgo(key, absl::StrCat(absl::BytesToHexString(absl::string_view(
+                                       reinterpret_cast<const char*>(&g->algo_), sizeof(g->algo_))),
+                                   " ", absl::Hex(g->workspace_bytes_, absl::kZeroPad16)));
+  return g;
+}
+
+absl::Status LtGemm::Run(const void* a, const void* b, void* d, const void* bias, void* aux,
+                         void* workspace, cudaStream_t stream) const {
+  const GemmConfig& c = config_;
+  cublasLtMatmulDesc_t desc = desc_.get();
+  if (HasBias(c.epilogue)) {
+    OTTR_CUDA_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  }
+  if (HasAux(c.epilogue)) {
+    OTTR_CUDA_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+  }
+  if (c.dtype == ir::DType::kFloat64) {
+    const double alpha = c.alpha, beta = c.beta;
+    OTTR_CUDA_RETURN_IF_ERROR(cublasLtMatmul(libs_->lt(), desc, &alpha, b, a_layout_.get(), a, b_layout_.get(),
+                                             &beta, d, d_layout_.get(), d, d_layout_.get(), &algo_,
+                                             workspace, workspace_bytes_, stream));
+  } else {
+    const float alpha = c.alpha, beta = c.beta;
+    OTTR_CUDA_RETURN_IF_ERROR(cublasLtMatmul(libs_->lt(), desc, &alpha, b, a_layout_.get(), a, b_layout_.get(),
+                                             &beta, d, d_layout_.get(), d, d_layout_.get(), &algo_,
+                                             workspace, workspace_bytes_, stream));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ottr::cuda

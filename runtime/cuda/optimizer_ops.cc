@@ -1,0 +1,249 @@
+// CUDA ops of the optimizer updates: ottr::AdamUpdate and ottr::SGDUpdate (PyTorch's formulas,
+// bit-compatible with the CPU reference in float32) and the ai.onnx.preview.training Adam,
+// Adagrad and Momentum. Learning rate and step are read by the kernels from device memory, so
+// a captured step graph replays with the values of each step. Kernels:
+// kernels/optimizer_kernels.cu (which also offers the multi-tensor launchers for fusion).
+#include <nvtx3/nvToolsExt.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "ir/status.h"
+#include "runtime/cuda/cuda_ops.h"
+#include "runtime/cuda/cuda_status.h"
+#include "runtime/cuda/kernels/optimizer_kernels.h"
+
+namespace ottr::cuda {
+namespace {
+
+using ir::DType;
+using kernels::MultiTensorEntry;
+
+class NvtxRange {
+ public:
+  explicit NvtxRange(const char* name) { nvtxRangePushA(name); }
+  ~NvtxRange() { nvtxRangePop(); }
+  NvtxRange(const NvtxRange&) = delete;
+  NvtxRange& operator=(const NvtxRange&) = delete;
+};
+
+std::string DimsString(const std::vector<int64_t>& dims) { return absl::StrCat("[", absl::StrJoin(dims, ","), "]"); }
+
+int Code(DType t) { return static_cast<int>(ir::DTypeToOnnx(t)); }
+
+// lr (input `lr_in`): a float32/float64 scalar; step (input `lr_in + 1`): an int64/int32 scalar.
+absl::StatusOr<kernels::OptimizerScalars> ReadScalarTypes(const OpCompileContext& ctx, int lr_in) {
+  kernels::OptimizerScalars s;
+  const DType lr = ctx.input_type(lr_in).dtype;
+  if ((lr != DType::kFloat32 && lr != DType::kFloat64) || ir::NumElements(ctx.input_dims(lr_in)) != 1) {
+    return ctx.Error(absl::StrCat("the learning rate must be a float or double scalar, got ", ir::DTypeName(lr),
+                                  DimsString(ctx.input_dims(lr_in))));
+  }
+  const DType step = ctx.input_type(lr_in + 1).dtype;
+  if ((step != DType::kInt64 && step != DType::kInt32) || ir::NumElements(ctx.input_dims(lr_in + 1)) != 1) {
+    return ctx.Error(absl::StrCat("the step must be an int64 scalar, got ", ir::DTypeName(step),
+                                  DimsString(ctx.input_dims(lr_in + 1))));
+  }
+  s.lr_dtype = Code(lr);
+  s.step_dtype = Code(step);
+  return s;
+}
+
+// param (input 0) and every other tensor in `tensors` share one float32/float64 type and shape.
+absl::StatusOr<int> CheckTensors(const OpCompileContext& ctx, const std::vector<int>& tensors) {
+  const DType t = ctx.input_type(0).dtype;
+  if (t != DType::kFloat32 && t != DType::kFloat64) {
+    return ctx.Unsupported(absl::StrCat("element type ", ir::DTypeName(t), "; expected float32 or float64"));
+  }
+  const std::vector<int64_t> dims = ctx.input_dims(0);
+  for (int i : tensors) {
+    if (ctx.input_type(i).dtype != t || ctx.input_dims(i) != dims) {
+      return ctx.Error(absl::StrCat("input ", i, " ", ir::DTypeName(ctx.input_type(i).dtype),
+                                    DimsString(ctx.input_dims(i)), " does not match the parameter ",
+                                    ir::DTypeName(t), DimsString(dims)));
+    }
+  }
+  return Code(t);
+}
+
+// ottr::AdamUpdate(param, grad, lr, step, m, v) -> (param', m', v').
+absl::StatusOr<CompiledOp> CompileAdamUpdate(OpCompileContext& ctx) {
+  OTTR_ASSIGN_OR_RETURN(const int dtype, CheckTensors(ctx, {1, 4, 5}));
+  OTTR_ASSIGN_OR_RETURN(const kernels::OptimizerScalars types, ReadScalarTypes(ctx, 2));
+  kernels::AdamHyper h;
+  h.beta1 = ctx.node().GetFloat("beta1", 0.9f);
+  h.beta2 = ctx.node().GetFloat("beta2", 0.999f);
+  h.epsilon = ctx.node().GetFloat("epsilon", 1e-8f);
+  h.weight_decay = ctx.node().GetFloat("weight_decay", 0.0f);
+  h.decoupled = ctx.node().GetInt("decoupled", 0) != 0;
+  const int64_t numel = ir::NumElements(ctx.input_dims(0));
+  const int64_t bytes = numel * static_cast<int64_t>(ir::DTypeSize(ctx.input_type(0).dtype));
+  CompiledOp op;
+  // The kernel always writes the parameter: a scratch buffer stands in when nobody reads it.
+  op.workspace_bytes = ctx.output_needed(0) ? 0 : bytes;
+  op.launch = [dtype, types, h, numel](const LaunchArgs& a) -> absl::Status {
+    NvtxRange range("AdamUpdate");
+    MultiTensorEntry e;
+    e.param = a.inputs[0];
+    e.grad = a.inputs[1];
+    e.state0 = a.inputs[4];
+    e.state1 = a.inputs[5];
+    e.param_out = a.outputs[0] != nullptr ? a.outputs[0] : a.workspace;
+    e.state0_out = a.outputs[1];
+    e.state1_out = a.outputs[2];
+    e.numel = numel;
+    kernels::OptimizerScalars s = types;
+    s.lr = a.inputs[2];
+    s.step = a.inputs[3];
+    OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchPackedAdam(&e, 1, dtype, h, s, a.stream));
+    return absl::OkStatus();
+  };
+  return op;
+}
+
+// ottr::SGDUpdate(param, grad, lr, step, [buf]) -> (param', [buf']).
+absl::StatusOr<CompiledOp> CompileSgdUpdate(OpCompileContext& ctx) {
+  const bool has_buf = ctx.has_input(4);
+  OTTR_ASSIGN_OR_RETURN(const int dtype, CheckTensors(ctx, has_buf ? std::vector<int>{1, 4} : std::vector<int>{1}));
+  OTTR_ASSIGN_OR_RETURN(const kernels::OptimizerScalars types, ReadScalarTypes(ctx, 2));
+  kernels::SgdHyper h;
+  h.momentum = ctx.node().GetFloat("momentum", 0.0f);
+  h.dampening = ctx.node().GetFloat("dampening", 0.0f);
+  h.weight_decay = ctx.node().GetFloat("weight_decay", 0.0f);
+  h.nesterov = ctx.node().GetInt("nesterov", 0) != 0;
+  const int64_t numel = ir::NumElements(ctx.input_dims(0));
+  const int64_t bytes = numel * static_cast<int64_t>(ir::DTypeSize(ctx.input_type(0).dtype));
+  CompiledOp op;
+  op.workspace_bytes = ctx.output_needed(0) ? 0 : bytes;
+  op.launch = [dtype, types, h, numel, has_buf](const LaunchArgs& a) -> absl::Status {
+    NvtxRange range("SGDUpdate");
+    MultiTensorEntry e;
+    e.param = a.inputs[0];
+    e.grad = a.inputs[1];
+    e.param_out = a.outputs[0] != nullptr ? a.outputs[0] : a.workspace;
+    if (has_buf) {
+      e.state0 = a.inputs[4];
+      e.state0_out = a.outputs.size() > 1 ? a.outputs[1] : nullptr;
+    }
+    e.numel = numel;
+    kernels::OptimizerScalars s = types;
+    s.lr = a.inputs[2];
+    s.step = a.inputs[3];
+    OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchPackedSgd(&e, 1, dtype, h, s, a.stream));
+    return absl::OkStatus();
+  };
+  return op;
+}
+
+// ai.onnx.preview.training Adam / Adagrad / Momentum: R, T, then `groups` tensors per optimised
+// tensor (X, G, states), outputs the new X and states (see runtime/cpu/training_kernels.cc).
+absl::StatusOr<CompiledOp> CompileOnnxOptimizer(OpCompileContext& ctx, kernels::OnnxOptimizer kind) {
+  const int groups = kind == kernels::OnnxOptimizer::kAdam ? 4 : 3;
+  const int n_in = ctx.num_inputs() - 2;
+  if (n_in <= 0 || n_in % groups != 0 || ctx.num_outputs() != n_in / groups * (groups - 1)) {
+    return ctx.Error(absl::StrCat("expects R, T and ", groups, " tensors per optimised tensor, and ", groups - 1,
+                                  " outputs per optimised tensor; got ", ctx.num_inputs(), " inputs and ",
+                                  ctx.num_outputs(), " outputs"));
+  }
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) return ctx.Error(absl::StrCat("input ", i, " is missing"));
+  }
+  const DType r = ctx.input_type(0).dtype;
+  if ((r != DType::kFloat32 && r != DType::kFloat64) || ir::NumElements(ctx.input_dims(0)) != 1) {
+    return ctx.Error(absl::StrCat("the learning rate R must be a float or double scalar, got ", ir::DTypeName(r),
+                                  DimsString(ctx.input_dims(0))));
+  }
+  if (ctx.input_type(1).dtype != DType::kInt64 || ir::NumElements(ctx.input_dims(1)) != 1) {
+    return ctx.Error(absl::StrCat("the update count T must be an int64 scalar, got ",
+                                  ir::DTypeName(ctx.input_type(1).dtype), DimsString(ctx.input_dims(1))));
+  }
+  const int n = n_in / groups;
+  std::vector<MultiTensorEntry> templ(n);
+  for (int i = 0; i < n; ++i) {
+    const std::vector<int64_t> x = ctx.input_dims(2 + i);
+    for (int g = 0; g < groups; ++g) {
+      const int in = 2 + g * n + i;
+      const DType t = ctx.input_type(in).dtype;
+      if (t != DType::kFloat32 && t != DType::kFloat64) {
+        return ctx.Unsupported(absl::StrCat("input ", in, " has element type ", ir::DTypeName(t),
+                                            "; expected float or double"));
+      }
+      if (ctx.input_dims(in) != x) {
+        return ctx.Error(absl::StrCat("input ", in, " has shape ", DimsString(ctx.input_dims(in)),
+                                      " but the tensor it belongs to (input ", 2 + i, ") has shape ", DimsString(x)));
+      }
+      if (t == DType::kFloat64) templ[i].f64_mask |= 1 << g;
+    }
+    templ[i].numel = ir::NumElements(x);
+  }
+  const ir::Node& node = ctx.node();
+  kernels::OnnxOptimizerHyper h;
+  switch (kind) {
+    case kernels::OnnxOptimizer::kAdam:
+      h.alpha = node.GetFloat("alpha", 0.9f);
+      h.beta = node.GetFloat("beta", 0.999f);
+      h.epsilon = node.GetFloat("epsilon", 1e-6f);
+      h.norm_coefficient = node.GetFloat("norm_coefficient", 0.0f);
+      h.norm_coefficient_post = node.GetFloat("norm_coefficient_post", 0.0f);
+      break;
+    case kernels::OnnxOptimizer::kAdagrad:
+      h.alpha = node.GetFloat("decay_factor", 0.0f);
+      h.epsilon = node.GetFloat("epsilon", 1e-6f);
+      h.norm_coefficient = node.GetFloat("norm_coefficient", 0.0f);
+      break;
+    case kernels::OnnxOptimizer::kMomentum: {
+      const std::string mode = node.GetString("mode", "");
+      if (mode != "standard" && mode != "nesterov") {
+        return ctx.Error(absl::StrCat("mode must be 'standard' or 'nesterov', got '", mode, "'"));
+      }
+      h.nesterov = mode == "nesterov";
+      h.alpha = node.GetFloat("alpha", 0.0f);
+      h.beta = node.GetFloat("beta", 0.0f);
+      h.norm_coefficient = node.GetFloat("norm_coefficient", 0.0f);
+      break;
+    }
+  }
+  const int r_dtype = Code(r);
+  const char* name = kind == kernels::OnnxOptimizer::kAdam      ? "Adam"
+                     : kind == kernels::OnnxOptimizer::kAdagrad ? "Adagrad"
+                                                                : "Momentum";
+  CompiledOp op;
+  op.launch = [templ, kind, h, r_dtype, n, groups, name](const LaunchArgs& a) -> absl::Status {
+    NvtxRange range(name);
+    std::vector<MultiTensorEntry> entries = templ;
+    for (int i = 0; i < n; ++i) {
+      MultiTensorEntry& e = entries[i];
+      e.param = a.inputs[2 + i];
+      e.grad = a.inputs[2 + n + i];
+      e.state0 = a.inputs[2 + 2 * n + i];
+      e.state1 = groups == 4 ? a.inputs[2 + 3 * n + i] : nullptr;
+      // Outputs: X'1..n, then the states (state s of tensor i at n * (1 + s) + i); null when
+      // nobody reads them (the kernel skips those stores).
+      e.param_out = a.outputs[i];
+      e.state0_out = a.outputs[n + i];
+      e.state1_out = groups == 4 ? a.outputs[2 * n + i] : nullptr;
+    }
+    OTTR_CUDA_RETURN_IF_ERROR(
+        kernels::LaunchOnnxOptimizer(kind, entries.data(), n, h, a.inputs[0], r_dtype, a.inputs[1], a.stream));
+    return absl::OkStatus();
+  };
+  return op;
+}
+
+}  // namespace
+
+void RegisterOptimizerCudaOps(CudaOpRegistry& r) {
+  const std::string ottr(ir::kOttrDomain);
+  const std::string training(ir::kTrainingDomain);
+  r.Register(ottr, "AdamUpdate", CompileAdamUpdate);
+  r.Register(ottr, "SGDUpdate", CompileSgdUpdate);
+  r.Register(training, "Adam", [](OpCompileContext& c) { return CompileOnnxOptimizer(c, kernels::OnnxOptimizer::kAdam); });
+  r.Register(training, "Adagrad",
+             [](OpCompileContext& c) { return CompileOnnxOptimizer(c, kernels::OnnxOptimizer::kAdagrad); });
+  r.Register(training, "Momentum",
+             [](OpCompileContext& c) { return CompileOnnxOptimizer(c, kernels::OnnxOptimizer::kMomentum); });
+}
+
+}  // namespace ottr::cuda

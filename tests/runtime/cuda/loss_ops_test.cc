@@ -1,0 +1,209 @@
+// Tests of the CUDA softmax-family and classification-loss ops (runtime/cuda/loss_ops.cc,
+// kernels/softmax_kernels.cu, kernels/loss_kernels.cu) against the CPU reference, on the shapes
+// that select each kernel layout: rows of 1..1024 in registers (4..32 lanes per row), rows of
+// more than 1024 (one block per row), a non-last axis (one thread per column), one-block and
+// multi-block (partials + final sum) loss reductions. Skipped without a device.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/runtime/cuda/norm_loss_cuda_test_util.h"
+
+namespace ottr::testing::norm_loss_cuda {
+namespace {
+
+using ir::Attribute;
+using ir::DType;
+using ir::Tensor;
+
+const std::string kOttr(ir::kOttrDomain);
+
+// Softmax / LogSoftmax / Hardmax and the backward ops over every layout and float type.
+TEST(CudaLossOpsTest, SoftmaxFamilyMatchesCpu) {
+  OTTR_REQUIRE_CUDA_DEVICE();
+  struct Shape {
+    std::vector<int64_t> dims;
+    int64_t axis;
+  };
+  const std::vector<Shape> shapes = {{{37, 3}, -1},     {{37, 10}, -1},      {{5, 3, 33}, -1}, {{9, 300}, 1},
+                                     {{4, 1024}, -1},   {{3, 2500}, -1},     {{3, 7, 5}, 1},   {{2, 3, 4}, 0},
+                                     {{1, 1}, 0},       {{6, 1}, -1},        {{0, 5}, -1}};
+  int seed = 1;
+  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}) {
+    const double tol = t == DType::kFloat32 ? 1e-5 : t == DType::kFloat64 ? 1e-12 : 1e-2;
+    for (const Shape& s : shapes) {
+      SCOPED_TRACE(absl::StrCat(ir::DTypeName(t), " ", s.dims.size(), "-D axis ", s.axis));
+      const Attrs axis = {{"axis", Attribute(s.axis)}};
+      const Tensor x = RandomOf(t, s.dims, ++seed, -4.0, 4.0);
+      for (const char* op : {"Softmax", "LogSoftmax", "Hardmax"}) {
+        Case c{op, {In(x)}, axis};
+        c.rtol = tol;
+        c.atol = tol;
+        ExpectMatchesCpu(c);
+      }
+      const Tensor dy = RandomOf(t, s.dims, ++seed);
+      const Tensor y = RandomOf(t, s.dims, ++seed, 0.0, 1.0);
+      const Tensor logy = RandomOf(t, s.dims, ++seed, -5.0, 0.0);
+      Case g{"SoftmaxGrad", {In(dy), In(y)}, axis, 1, kOttr};
+      g.rtol = g.atol = tol;
+      ExpectMatchesCpu(g);
+      Case lg{"LogSoftmaxGrad", {In(dy), In(logy)}, axis, 1, kOttr};
+      lg.rtol = lg.atol = tol;
+      ExpectMatchesCpu(lg);
+    }
+  }
+}
+
+// Hardmax picks the first maximum among ties (integer-valued inputs make ties common).
+TEST(CudaLossOpsTest, HardmaxBreaksTiesLikeCpu) {
+  OTTR_REQUIRE_CUDA_DEVICE();
+  for (const std::vector<int64_t>& dims : std::vector<std::vector<int64_t>>{{64, 7}, {8, 100}, {3, 2000}, {4, 6, 3}}) {
+    Tensor x = RandomOf(DType::kFloat32, dims, 7, 0.0, 3.0);
+    for (int64_t i = 0; i < x.num_elements(); ++i) x.data<float>()[i] = std::floor(x.data<float>()[i]);
+    for (int64_t axis : {int64_t{-1}, int64_t{1}}) {
+      Case c{"Hardmax", {In(x)}, {{"axis", Attribute(axis)}}};
+      c.rtol = c.atol = 0.0;
+      ExpectMatchesCpu(c);
+    }
+  }
+}
+
+TEST(CudaLossOpsTest, SoftmaxOfOneDimensionalInput) {
+  OTTR_REQUIRE_CUDA_DEVICE();
+  for (const char* op : {"Softmax", "LogSoftmax", "Hardmax"}) {
+    ExpectMatchesCpu(Case{op, {In(RandomOf(DType::kFloat32, {5}, 3))}, {{"axis", Attribute(int64_t{0})}}});
+  }
+}
+
+// ottr::SoftmaxCrossEntropy and its gradient: single-block and multi-block reductions, C up to
+// and over 1024, ignored rows, label smoothing, int32 labels, float64.
+TEST(CudaLossOpsTest, SoftmaxCrossEntropyMatchesCpu) {
+  OTTR_REQUIRE_CUDA_DEVICE();
+  struct Sce {
+    int64_t n, c;
+    float smoothing;
+    bool int32;
+    DType t;
+  };
+  const std::vector<Sce> cases = {{128, 10, 0.0f, false, DType::kFloat32},  {128, 10, 0.1f, true, DType::kFloat32},
+                                  {4096, 10, 0.0f, false, DType::kFloat32}, {300, 1000, 0.05f, false, DType::kFloat32},
+                                  {7, 3000, 0.0f, false, DType::kFloat32},  {40, 3000, 0.2f, false, DType::kFloat32},
+                                  {50, 3, 0.0f, true, DType::kFloat64},     {33000, 5, 0.0f, false, DType::kFloat32}};
+  int seed = 100;
+  for (const Sce& s : cases) {
+    SCOPED_TRACE(absl::StrCat("N=", s.n, " C=", s.c, " eps=", s.smoothing));
+    const Tensor logits = RandomOf(s.t, {s.n, s.c}, ++seed, -5.0, 5.0);
+    // Labels in [-1, C): -1 is the ignore_index here, about 1 in C+1 rows.
+    const Tensor labels = Labels({s.n}, ++seed, -1, s.c - 1, s.int32);
+    const Attrs attrs = {{"ignore_index", Attribute(int64_t{-1})}, {"label_smoothing", Attribute(s.smoothing)}};
+    Case f{"SoftmaxCrossEntropy", {In(logits), In(labels)}, attrs, 2, kOttr};
+    f.rtol = 1e-5;
+    f.atol = 1e-6;
+    ExpectMatchesCpu(f);
+    Case loss_only = f;
+    loss_only.unread_outputs = {1};
+    ExpectMatchesCpu(loss_only);
+    const Tensor lp = RandomOf(s.t, {s.n, s.c}, ++seed, -6.0, -0.01);
+    const Tensor dloss = s.t == DType::kFloat64 ? ScalarOf<double>(0.75) : ScalarOf<float>(0.75f);
+    Case b{"SoftmaxCrossEntropyGrad", {In(dloss), In(lp), In(labels)}, attrs, 1, kOttr};
+    b.rtol = 1e-5;
+    b.atol = 1e-8;
+    ExpectMatchesCpu(b);
+  }
+}
+
+// Every row ignored: the mean is 0/0 = NaN on both.
+TEST(CudaLossOpsTest, SoftmaxCrossEntropyAllIgnoredIsNan) {
+  OTTR_REQUIRE_CUDA_DEVICE();
+  Tensor labels = Labels({6}, 1, -100, -100);
+  Case f{"SoftmaxCrossEntropy", {In(RandomOf(DType::kFloat32, {6, 4}, 2)), In(labels)}, {}, 2, kOttr};
+  ExpectMatchesCpu(f);
+}
+
+// An out-of-range label cannot raise an error on the device: the loss becomes NaN.
+TEST(CudaLossOpsTest, SoftmaxCrossEntropyBadLabelGivesNan) {
+  OTTR_REQUIRE_CUDA_DEVICE();
+  Tensor labels = Labels({5}, 1, 0, 3);
+  labels.data<int64_t>()[2] = 9;
+  Case f{"SoftmaxCrossEntropy", {In(RandomOf(DType::kFloat32, {5, 4}, 2)), In(labels)}, {}, 1, kOttr};
+  auto got = RunCuda(f, 1);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(std::isnan((*got)[0][0].data<float>()[0]));
+}
+
+// ONNX SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss over reductions, weights,
+// ignore_index and N-d inputs, and their ottr backward ops (with the weights gradient).
+TEST(CudaLossOpsTest, ClassificationLossesMatchCpu) {
+  OTTR_REQUIRE_CUDA_DEVICE();
+  struct Shape {
+    std::vector<int64_t> dims;  // [N, C, d...]
+  };
+  const std::vector<Shape> shapes = {{{8, 5}}, {{3, 5, 2, 4}}, {{2, 7, 9}}, {{40, 3, 500}}, {{300, 10}}};
+  int seed = 300;
+  for (const Shape& s : shapes) {
+    std::vector<int64_t> ldims = s.dims;
+    const int64_t c = ldims[1];
+    ldims.erase(ldims.begin() + 1);
+    const Tensor x = RandomOf(DType::kFloat32, s.dims, ++seed, -3.0, 3.0);
+    const Tensor logp = RandomOf(DType::kFloat32, s.dims, ++seed, -5.0, -0.01);
+    const Tensor weights = RandomOf(DType::kFloat32, {c}, ++seed, 0.1, 2.0);
+    const Tensor labels = Labels(ldims, ++seed, 0, c - 1);
+    for (const char* reduction : {"mean", "sum", "none"}) {
+      for (bool use_weights : {false, true}) {
+        for (bool ignore : {false, true}) {
+          SCOPED_TRACE(absl::StrCat(s.dims.size(), "-D reduction ", reduction, use_weights ? " weights" : "",
+                                    ignore ? " ignore_index" : ""));
+          Attrs attrs = {{"reduction", Attribute(std::string(reduction))}};
+          if (ignore) attrs["ignore_index"] = Attribute(int64_t{1});
+          std::vector<Input> ins = {In(x), In(labels)};
+          if (use_weights) ins.push_back(In(weights));
+          Case sce{"SoftmaxCrossEntropyLoss", ins, attrs, 2};
+          ExpectMatchesCpu(sce);
+          ins[0] = In(logp);
+          Case nll{"NegativeLogLikelihoodLoss", ins, attrs, 1};
+          ExpectMatchesCpu(nll);
+          // Backward: dloss shaped like the loss.
+          const bool none = std::string(reduction) == "none";
+          const Tensor dloss = none ? RandomOf(DType::kFloat32, ldims, ++seed) : ScalarOf<float>(1.25f);
+          std::vector<Input> gins = {In(dloss), In(logp), In(labels)};
+          if (use_weights) gins.push_back(In(weights));
+          for (const char* op : {"SoftmaxCrossEntropyLossGrad", "NegativeLogLikelihoodLossGrad"}) {
+            Case g{op, gins, attrs, use_weights ? 2 : 1, kOttr};
+            g.atol = 1e-6;
+            g.rtol = 1e-5;
+            ExpectMatchesCpu(g);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Large position counts take the multi-block reduction path.
+TEST(CudaLossOpsTest, NllLossLargeReduction) {
+  OTTR_REQUIRE_CUDA_DEVICE();
+  const Tensor logp = RandomOf(DType::kFloat32, {4, 6, 9000}, 5, -5.0, -0.01);
+  const Tensor labels = Labels({4, 9000}, 6, 0, 5);
+  for (const char* reduction : {"mean", "sum"}) {
+    Case nll{"NegativeLogLikelihoodLoss", {In(logp), In(labels)}, {{"reduction", Attribute(std::string(reduction))}}};
+    nll.rtol = 1e-5;
+    ExpectMatchesCpu(nll);
+  }
+}
+
+TEST(CudaLossOpsTest, LossRejectsBadShapes) {
+  OTTR_REQUIRE_CUDA_DEVICE();
+  // Labels that do not match the scores pass shape inference only when dims are unknown, so
+  // check the CUDA compile-time validation through the gradient op, whose shape function does
+  // not look at the labels.
+  Case g{"NegativeLogLikelihoodLossGrad",
+         {In(ScalarOf<float>(1.0f)), In(RandomOf(DType::kFloat32, {4, 3}, 1)), In(Labels({5}, 2, 0, 2))},
+         {},
+         1,
+         kOttr};
+  ExpectCudaRejects(g, absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ottr::testing::norm_loss_cuda
