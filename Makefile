@@ -1,6 +1,6 @@
 # ottr's two commands and the CI steps. See README.md.
 #
-#   make train   install what is missing, build, and run the bundled MLP (real training: next issue)
+#   make train   install what is missing, build, and train the bundled MLP on Fashion-MNIST
 #   make test    install what is missing, configure, build, and run every test with ctest
 #   make asan    ASan+UBSan build (build-asan/) running the importer, runtime and CLI tests
 #   make fuzz    clang libFuzzer build (build-fuzz/) fuzzing the importer for FUZZ_SECONDS
@@ -43,14 +43,13 @@ build: $(BUILD)/build.ninja
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
 
-# For now: inspect the bundled MLP and run it on random inputs. The next issue replaces the
-# `run` step with `ottr train`.
+# Trains the bundled MLP on Fashion-MNIST (Debian's data set, installed by `deps`) with Adam:
+# 3 epochs of batch 128, the test accuracy after each epoch (>= 0.85 at the end), the trained
+# model written to $(BUILD)/mlp-trained.onnx. --device auto takes the GPU when there is one.
 train: $(BUILD)/build.ninja
 	ninja -C $(BUILD) -j$(JOBS) ottr
-	$(BUILD)/tools/ottr inspect $(TRAIN_MODEL)
-	rm -rf $(BUILD)/train-inputs
-	$(PYTHON) scripts/random_inputs.py $(TRAIN_MODEL) $(BUILD)/train-inputs --batch 8 --seed 1
-	$(BUILD)/tools/ottr run $(TRAIN_MODEL) --inputs $(BUILD)/train-inputs --outputs $(BUILD)/train-outputs
+	$(BUILD)/tools/ottr train $(TRAIN_MODEL) --data fashion-mnist --loss softmax_cross_entropy --logits logits \
+	  --optimizer adam --lr 1e-3 --epochs 3 --batch 128 --device auto --out $(BUILD)/mlp-trained.onnx
 
 # Sanitizer build (CPU only): every test that does not need a GPU (importer, runtime, CLI,
 # conformance, goldens) under AddressSanitizer and UndefinedBehaviorSanitizer.

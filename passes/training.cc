@@ -1,5 +1,6 @@
 #include "passes/training.h"
 
+#include <map>
 #include <regex>
 
 #include "absl/strings/match.h"
@@ -357,8 +358,15 @@ absl::StatusOr<std::vector<Value*>> TrainableParameters(const ir::Graph& g,
     // Optimizer state (an optimizer update's input past param, grad) is not a parameter.
     bool is_state = false;
     for (const ir::Use& u : v->uses()) {
-      is_state |= u.node->domain() == ir::kOttrDomain && u.index >= 2 &&
-                  (u.node->op_type() == "AdamUpdate" || u.node->op_type() == "SGDUpdate");
+      if (u.node->domain() != ir::kOttrDomain) continue;
+      const std::string& op = u.node->op_type();
+      if (op == "AdamUpdate" || op == "SGDUpdate") is_state |= u.index >= 2;
+      // N-ary forms: (lr, step, params.., grads.., states..).
+      if (op == "AdamUpdateN") is_state |= u.index >= 2 + 2 * ((u.node->num_inputs() - 2) / 4);
+      if (op == "SGDUpdateN") {
+        const bool buf = u.node->num_inputs() - 2 != 2 * u.node->num_outputs();
+        is_state |= u.index >= 2 + 2 * (buf ? u.node->num_outputs() / 2 : u.node->num_outputs());
+      }
     }
     if (is_state) continue;
     // BatchNormalization's running statistics (inputs 3 and 4) are state, not parameters.
@@ -373,6 +381,84 @@ absl::StatusOr<std::vector<Value*>> TrainableParameters(const ir::Graph& g,
   return out;
 }
 
+// Groups the per-parameter optimizer updates that share op, attributes, element type, learning
+// rate and step into one N-ary node (ottr::AdamUpdateN / SGDUpdateN), so an executor updates
+// every parameter with one multi-tensor launch:
+//   %a.new, %a.m.new, %a.v.new = ottr::AdamUpdate(%a, %a.grad, %lr, %s, %a.m, %a.v)
+//   %b.new, %b.m.new, %b.v.new = ottr::AdamUpdate(%b, %b.grad, %lr, %s, %b.m, %b.v)
+// becomes
+//   %a.new, %b.new, %a.m.new, %b.m.new, %a.v.new, %b.v.new =
+//       ottr::AdamUpdateN(%lr, %s, %a, %b, %a.grad, %b.grad, %a.m, %b.m, %a.v, %b.v)
+// The values keep their names, so state updates and reports read as before. The cost: every
+// gradient stays live until the one update (PyTorch's foreach/fused optimizers make the same
+// trade).
+class GroupOptimizerUpdatesPass : public Pass {
+ public:
+  absl::string_view name() const override { return "group-optimizer-updates"; }
+
+  absl::StatusOr<bool> Run(ir::Graph& g) override {
+    std::map<std::string, std::vector<ir::Node*>> groups;
+    std::vector<std::string> order;
+    for (ir::Node* n : g.nodes()) {
+      if (n->domain() != ir::kOttrDomain) continue;
+      const bool adam = n->op_type() == "AdamUpdate";
+      if (!adam && n->op_type() != "SGDUpdate") continue;
+      std::string key = absl::StrCat(n->op_type(), "|", n->input(2)->name(), "|", n->input(3)->name(), "|",
+                                     ir::DTypeName(n->input(0)->type().dtype), "|",
+                                     adam ? 1 : n->num_outputs());
+      for (const auto& [attr, a] : n->attrs()) {
+        if (a.kind() == Attribute::Kind::kFloat) {
+          absl::StrAppend(&key, "|", attr, "=", a.f());
+        } else if (a.kind() == Attribute::Kind::kInt) {
+          absl::StrAppend(&key, "|", attr, "=", a.i());
+        } else {
+          key = "";  // attributes the optimizer ops do not have: leave the node alone
+          break;
+        }
+      }
+      if (key.empty()) continue;
+      if (!groups.contains(key)) order.push_back(key);
+      groups[key].push_back(n);
+    }
+    bool changed = false;
+    for (const std::string& key : order) {
+      const std::vector<ir::Node*>& nodes = groups[key];
+      if (nodes.size() < 2) continue;
+      const int n = static_cast<int>(nodes.size());
+      const int outs = nodes[0]->num_outputs();  // per tensor: param (+ states)
+      const int states = outs - 1;
+      std::vector<Value*> inputs = {nodes[0]->input(2), nodes[0]->input(3)};
+      for (ir::Node* u : nodes) inputs.push_back(u->input(0));
+      for (ir::Node* u : nodes) inputs.push_back(u->input(1));
+      // State inputs: AdamUpdate's 4 and 5, SGDUpdate's 4.
+      for (int s = 0; s < states; ++s) {
+        for (ir::Node* u : nodes) inputs.push_back(u->input(4 + s));
+      }
+      std::vector<std::string> names;
+      for (int o = 0; o < outs; ++o) {
+        for (ir::Node* u : nodes) names.push_back(g.UniqueName(u->output(o)->name() + ".grouped"));
+      }
+      const std::string op = nodes[0]->op_type() + "N";
+      OTTR_ASSIGN_OR_RETURN(ir::Node * grouped,
+                            Add(g, {op, std::string(ir::kOttrDomain), inputs, names, nodes[0]->attrs(),
+                                    "group-optimizer-updates"}));
+      std::vector<std::pair<Value*, std::string>> renames;
+      for (int o = 0; o < outs; ++o) {
+        for (int k = 0; k < n; ++k) {
+          Value* old = nodes[k]->output(o);
+          Value* now = grouped->output(o * n + k);
+          g.ReplaceAllUsesWith(old, now);
+          renames.emplace_back(now, old->name());
+        }
+      }
+      for (ir::Node* u : nodes) OTTR_RETURN_IF_ERROR(g.EraseNode(u));
+      for (auto& [v, name] : renames) g.RenameValue(v, name);
+      changed = true;
+    }
+    return changed;
+  }
+};
+
 absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
   pm.Add(CreateInferShapesPass(spec.batch, spec.dims));
   pm.Add(Simplify());
@@ -384,6 +470,7 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
   pm.Add(std::make_unique<OptimizerPass>(spec.optimizer, spec.freeze));
   pm.Add(std::make_unique<BatchNormStatisticsPass>());
   pm.Add(Simplify());
+  if (spec.multi_tensor_updates) pm.Add(std::make_unique<GroupOptimizerUpdatesPass>());
   return absl::OkStatus();
 }
 

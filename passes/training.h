@@ -58,6 +58,10 @@ struct TrainingSpec {
   int64_t batch = 0;   // binds the leading dim of the inputs
   std::vector<std::pair<std::string, int64_t>> dims;  // other symbolic dims
   bool expose_gradients = false;  // keep "<param>.grad" as graph outputs (tests, tooling)
+  // Group the per-parameter updates into one N-ary node (group-optimizer-updates): one
+  // multi-tensor launch on the GPU, at the cost of keeping every gradient live until it runs.
+  // The tools turn it on for the CUDA executor.
+  bool multi_tensor_updates = false;
 };
 
 // The name of a parameter's gradient value in the step graph.
@@ -65,7 +69,8 @@ std::string GradName(const std::string& param);
 
 // Adds the training pipeline's passes, in order, to `pm`:
 //   infer-shapes, simplify (constant-folding + cse + dce), append-loss, autodiff,
-//   clip-gradients (when asked), optimizer, batchnorm-statistics, simplify.
+//   clip-gradients (when asked), optimizer, batchnorm-statistics, simplify,
+//   group-optimizer-updates (when spec.multi_tensor_updates).
 absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec);
 
 // Runs the pipeline on a copy of `forward` and returns the step graph.

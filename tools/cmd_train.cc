@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "ir/status.h"
 #include "tools/cli_common.h"
+#include "tools/device.h"
 #include "tools/train_loop.h"
 #include "tools/training_flags.h"
 
@@ -14,10 +15,12 @@ absl::Status CmdTrain(const std::vector<std::string>& argv) {
   for (const char* f : {"data", "epochs", "steps", "seed", "out", "checkpoint", "checkpoint-every",
                         "resume", "log-every", "nan-policy", "device", "input", "lr-schedule",
                         "lr-step-size", "lr-gamma", "min-lr", "warmup-steps", "normalize", "mean",
-                        "std", "eval-batch", "stop-after"}) {
+                        "std", "eval-batch", "stop-after", "algo-cache"}) {
     values.insert(f);
   }
   std::set<std::string> switches = TrainingSwitchFlags();
+  switches.insert("no-tf32");
+  switches.insert("no-cuda-graph");
   OTTR_ASSIGN_OR_RETURN(Args args, Args::Parse(argv, values, switches));
   if (args.positional().size() != 1) return absl::InvalidArgumentError("train takes one MODEL");
   if (!args.has("data")) return absl::InvalidArgumentError("train needs --data SPEC (e.g. --data fashion-mnist)");
@@ -56,8 +59,11 @@ absl::Status CmdTrain(const std::vector<std::string>& argv) {
   const std::string nan = args.get("nan-policy", "stop");
   if (nan != "stop" && nan != "skip") return absl::InvalidArgumentError("--nan-policy: expected stop or skip");
   config.nan_skip = nan == "skip";
-  config.device = args.get("device", "auto");
-  if (config.device == "auto") config.device = "cpu";  // the CUDA executor comes with its own build
+  config.device = ResolveDevice(args.get("device", "auto"));
+  config.tf32 = !args.has("no-tf32");
+  config.cuda_graph = !args.has("no-cuda-graph");
+  config.algo_cache = args.get("algo-cache");
+  if (config.device == "cuda" && !args.has("multi-tensor-optimizer")) config.spec.multi_tensor_updates = true;
   config.input = args.get("input");
   if (config.epochs <= 0 || config.max_steps == 0) return absl::InvalidArgumentError("nothing to train: --epochs/--steps must be positive");
 

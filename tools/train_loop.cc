@@ -18,6 +18,9 @@
 #include "ir/status.h"
 #include "runtime/checkpoint.h"
 #include "runtime/cpu/cpu_executor.h"
+#ifdef OTTR_HAVE_CUDA
+#include "runtime/cuda/cuda_executor.h"
+#endif
 #include "tools/eval.h"
 
 namespace ottr::tools {
@@ -78,11 +81,86 @@ std::vector<std::string> StateNames(const ir::Graph& step) {
   return names;
 }
 
-absl::Status SaveCheckpoint(const std::string& path, const runtime::cpu::CpuExecutor& exec,
+// The executor a training run drives: the CPU reference (state updates held until the loss is
+// known to be finite, bit-reproducible resume) or the CUDA executor (the planned step replayed
+// as one CUDA Graph; updates land in place, so a non-finite step can only stop the run).
+class StepRunner {
+ public:
+  virtual ~StepRunner() = default;
+  virtual absl::StatusOr<std::vector<Tensor>> Run(const runtime::TensorMap& feeds) = 0;
+  // After Run: whether the state updates of the step are finite (CPU: checked before commit).
+  virtual bool UpdatesFinite() const { return true; }
+  virtual bool CanSkipSteps() const { return false; }
+  virtual void Commit() {}
+  // Re-runs the step with per-node checks and names the first non-finite tensor.
+  virtual std::string Diagnose(const runtime::TensorMap& feeds) { return "unknown (not checked on this device)"; }
+  virtual absl::StatusOr<Tensor> State(const std::string& name) = 0;
+  virtual absl::Status SetState(const std::string& name, const Tensor& t) = 0;
+  virtual std::string SaveRngState() const { return ""; }
+  virtual absl::Status LoadRngState(const std::string& text) { return absl::OkStatus(); }
+};
+
+class CpuStepRunner : public StepRunner {
+ public:
+  explicit CpuStepRunner(std::unique_ptr<runtime::cpu::CpuExecutor> exec) : exec_(std::move(exec)) {}
+  absl::StatusOr<std::vector<Tensor>> Run(const runtime::TensorMap& feeds) override { return exec_->Run(feeds); }
+  bool UpdatesFinite() const override {
+    for (const Tensor& t : exec_->pending_updates()) {
+      if (!ir::IsFloat(t.dtype())) continue;
+      for (int64_t i = 0; i < t.num_elements(); ++i) {
+        if (!std::isfinite(t.GetAsDouble(i))) return false;
+      }
+    }
+    return true;
+  }
+  bool CanSkipSteps() const override { return true; }
+  void Commit() override { exec_->CommitUpdates(); }
+  std::string Diagnose(const runtime::TensorMap& feeds) override {
+    exec_->set_check_finite(true);
+    auto diag = exec_->Run(feeds);
+    exec_->set_check_finite(false);
+    return diag.ok() ? "a state update" : std::string(diag.status().message());
+  }
+  absl::StatusOr<Tensor> State(const std::string& name) override {
+    const Tensor* t = exec_->State(name);
+    if (t == nullptr) return absl::NotFoundError(absl::StrCat("no state '", name, "'"));
+    return *t;
+  }
+  absl::Status SetState(const std::string& name, const Tensor& t) override { return exec_->SetState(name, t); }
+  std::string SaveRngState() const override { return exec_->SaveRngState(); }
+  absl::Status LoadRngState(const std::string& text) override { return exec_->LoadRngState(text); }
+  runtime::cpu::CpuExecutor& exec() { return *exec_; }
+
+ private:
+  std::unique_ptr<runtime::cpu::CpuExecutor> exec_;
+};
+
+#ifdef OTTR_HAVE_CUDA
+class CudaStepRunner : public StepRunner {
+ public:
+  explicit CudaStepRunner(std::unique_ptr<cuda::CudaExecutor> exec) : exec_(std::move(exec)) {}
+  absl::StatusOr<std::vector<Tensor>> Run(const runtime::TensorMap& feeds) override { return exec_->Run(feeds); }
+  absl::StatusOr<Tensor> State(const std::string& name) override {
+    const Tensor* t = exec_->State(name);
+    if (t == nullptr) return absl::NotFoundError(absl::StrCat("no state '", name, "' on the device"));
+    return *t;
+  }
+  absl::Status SetState(const std::string& name, const Tensor& t) override {
+    return exec_->SetState(name, t);
+  }
+
+ private:
+  std::unique_ptr<cuda::CudaExecutor> exec_;
+};
+#endif
+
+absl::Status SaveCheckpoint(const std::string& path, StepRunner& exec,
                             const ir::Graph& step, int64_t steps_done, int64_t epoch,
                             int64_t batch_in_epoch, uint64_t seed) {
   runtime::Checkpoint ckpt;
-  for (const std::string& n : StateNames(step)) ckpt.tensors[n] = *exec.State(n);
+  for (const std::string& n : StateNames(step)) {
+    OTTR_ASSIGN_OR_RETURN(ckpt.tensors[n], exec.State(n));
+  }
   ckpt.meta["steps_done"] = absl::StrCat(steps_done);
   ckpt.meta["epoch"] = absl::StrCat(epoch);
   ckpt.meta["batch_in_epoch"] = absl::StrCat(batch_in_epoch);
@@ -194,10 +272,33 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
   } else {
     OTTR_ASSIGN_OR_RETURN(step, passes::BuildTrainingGraph(*forward, spec));
   }
-  runtime::cpu::CpuExecutorOptions exec_options;
-  exec_options.seed = config.seed;
-  exec_options.auto_commit = false;
-  OTTR_ASSIGN_OR_RETURN(auto exec, runtime::cpu::CpuExecutor::Create(*step, exec_options));
+  std::unique_ptr<StepRunner> exec;
+  if (config.device == "cuda") {
+#ifdef OTTR_HAVE_CUDA
+    if (config.nan_skip) {
+      return absl::InvalidArgumentError(
+          "--nan-policy skip runs on the CPU executor only: the CUDA step updates parameters in place "
+          "(use --nan-policy stop, which keeps the last checkpoint, or --device cpu)");
+    }
+    cuda::CudaExecutorOptions o;
+    o.seed = config.seed;
+    o.tf32 = config.tf32;
+    o.use_cuda_graph = config.cuda_graph;
+    o.algo_cache_file = config.algo_cache;
+    OTTR_ASSIGN_OR_RETURN(auto e, cuda::CudaExecutor::Create(*step, o));
+    exec = std::make_unique<CudaStepRunner>(std::move(e));
+#else
+    return absl::FailedPreconditionError("--device cuda: this ottr was built without CUDA");
+#endif
+  } else if (config.device == "cpu") {
+    runtime::cpu::CpuExecutorOptions exec_options;
+    exec_options.seed = config.seed;
+    exec_options.auto_commit = false;
+    OTTR_ASSIGN_OR_RETURN(auto e, runtime::cpu::CpuExecutor::Create(*step, exec_options));
+    exec = std::make_unique<CpuStepRunner>(std::move(e));
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("--device ", config.device, ": expected cpu, cuda or auto"));
+  }
   if (initialization != nullptr && config.resume.empty()) {
     OTTR_ASSIGN_OR_RETURN(auto init_exec, runtime::cpu::CpuExecutor::Create(*initialization));
     OTTR_ASSIGN_OR_RETURN(std::vector<Tensor> init_out, init_exec->Run({}));
@@ -289,30 +390,23 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
       auto out = exec->Run(feeds);
       if (!out.ok()) return AnnotateStatus(out.status(), absl::StrCat("step ", steps_done));
       const double loss = loss_index >= 0 ? (*out)[loss_index].GetAsDouble(0) : 0.0;
-      bool finite = std::isfinite(loss);
-      for (const Tensor& t : exec->pending_updates()) {
-        for (int64_t i = 0; finite && i < t.num_elements() && ir::IsFloat(t.dtype()); ++i) {
-          finite = std::isfinite(t.GetAsDouble(i));
-        }
-      }
+      const bool finite = std::isfinite(loss) && exec->UpdatesFinite();
       if (!finite) {
         // Find the first non-finite tensor by re-running the step with checks on.
-        exec->set_check_finite(true);
-        auto diag = exec->Run(feeds);
-        exec->set_check_finite(false);
-        const std::string where = diag.ok() ? "a state update" : std::string(diag.status().message());
+        const std::string where = exec->Diagnose(feeds);
         progress.EndLine();
         if (!config.nan_skip) {
-          return absl::DataLossError(absl::StrCat("step ", steps_done, ": the loss is ", loss, "; first non-finite tensor: ",
-                                                  where, ". Parameters stay as before this step; "
-                                                  "use --nan-policy skip to skip such steps"));
+          return absl::DataLossError(absl::StrCat(
+              "step ", steps_done, ": the loss is ", loss, "; first non-finite tensor: ", where,
+              exec->CanSkipSteps() ? ". Parameters stay as before this step; use --nan-policy skip to skip such steps"
+                                   : ". Nothing was written after the last checkpoint"));
         }
         std::printf("step %lld: loss %g is not finite (%s): step skipped\n",
                     static_cast<long long>(steps_done), loss, where.c_str());
         ++steps_done;
         continue;
       }
-      exec->CommitUpdates();
+      exec->Commit();
       loss_sum += loss;
       ++loss_count;
       ++steps_done;
@@ -339,7 +433,9 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
     std::string line = absl::StrFormat("epoch %d/%d: train loss %.4f", epoch + 1, epochs, train_loss);
     if (evaluator != nullptr) {
       for (const std::string& n : state_names) {
-        if (forward->FindValue(n) != nullptr) OTTR_RETURN_IF_ERROR(evaluator->SetParameter(n, *exec->State(n)));
+        if (forward->FindValue(n) == nullptr) continue;
+        OTTR_ASSIGN_OR_RETURN(Tensor t, exec->State(n));
+        OTTR_RETURN_IF_ERROR(evaluator->SetParameter(n, t));
       }
       OTTR_ASSIGN_OR_RETURN(EvalResult r, evaluator->Evaluate(*test));
       last_accuracy = r.accuracy;
@@ -356,7 +452,9 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
   if (!config.out.empty()) {
     for (const std::string& n : state_names) {
       ir::Value* v = forward->FindValue(n);
-      if (v != nullptr && v->is_initializer()) OTTR_RETURN_IF_ERROR(forward->SetInitializerData(v, *exec->State(n)));
+      if (v == nullptr || !v->is_initializer()) continue;
+      OTTR_ASSIGN_OR_RETURN(Tensor t, exec->State(n));
+      OTTR_RETURN_IF_ERROR(forward->SetInitializerData(v, std::move(t)));
     }
     OTTR_RETURN_IF_ERROR(importer::UpdateInitializers(*forward, proto));
     std::string bytes;

@@ -40,7 +40,10 @@ struct TrainConfig {
   int64_t stop_after = -1;
   int64_t log_every = 100;
   bool nan_skip = false;   // non-finite loss: skip the step (true) or stop (false)
-  std::string device = "cpu";
+  std::string device = "cpu";  // "cpu" or "cuda" (resolved from "auto" by the command)
+  bool tf32 = true;            // CUDA: TF32 GEMMs and convolutions for float32
+  bool cuda_graph = true;      // CUDA: replay the step as one CUDA Graph
+  std::string algo_cache;      // CUDA: --algo-cache FILE
   std::string input;       // the model input the features feed ("" = its only input)
   int64_t eval_batch = 1000;
 };

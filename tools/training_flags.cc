@@ -10,7 +10,7 @@ namespace ottr::tools {
 std::set<std::string> TrainingValueFlags() {
   return {"loss", "logits", "loss-output", "ignore-index", "label-smoothing", "optimizer", "lr",
           "momentum", "dampening", "weight-decay", "beta1", "beta2", "eps", "clip-grad-norm",
-          "batch", "freeze", "dim"};
+          "batch", "freeze", "dim", "multi-tensor-optimizer"};
 }
 
 std::set<std::string> TrainingSwitchFlags() { return {"nesterov"}; }
@@ -33,6 +33,12 @@ absl::StatusOr<passes::TrainingSpec> ParseTrainingSpec(const Args& args, int64_t
                                                    "--loss-output NAME)"));
   }
   if (args.has("logits")) spec.loss.output = args.get("logits");
+  // --multi-tensor-optimizer on|off (default: on for the CUDA executor, set by the commands).
+  if (args.has("multi-tensor-optimizer")) {
+    const std::string m = args.get("multi-tensor-optimizer");
+    if (m != "on" && m != "off") return absl::InvalidArgumentError("--multi-tensor-optimizer must be on or off");
+    spec.multi_tensor_updates = m == "on";
+  }
   OTTR_ASSIGN_OR_RETURN(spec.loss.ignore_index, args.get_int("ignore-index", -100));
   OTTR_ASSIGN_OR_RETURN(double smoothing, args.get_double("label-smoothing", 0.0));
   if (smoothing < 0 || smoothing > 1) return absl::InvalidArgumentError("--label-smoothing must be in [0, 1]");

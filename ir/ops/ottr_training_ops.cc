@@ -14,6 +14,10 @@
 //     m = lerp(m, g, 1 - β1); v = β2 · v + (1 - β2) · g²;
 //     param' = param - lr / (1 - β1^t) · m / (sqrt(v) / sqrt(1 - β2^t) + eps)
 // `step` is the 1-based index of the step being taken.
+//   ottr::AdamUpdateN(lr, step, p_0..p_n-1, g_0.., m_0.., v_0..) -> (p'_0.., m'_0.., v'_0..)
+//   ottr::SGDUpdateN(lr, step, p_0..p_n-1, g_0.., [buf_0..]) -> (p'_0.., [buf'_0..])
+//     The same updates for n tensors sharing attributes, lr and step: one node, so an executor
+//     runs one multi-tensor launch (the group-optimizer-updates pass makes them).
 #include "absl/strings/str_cat.h"
 #include "ir/gradient.h"
 #include "ir/op_registry.h"
@@ -24,6 +28,38 @@ namespace ottr::ir {
 namespace {
 
 using K = Attribute::Kind;
+
+// Tensors of an N-ary update: Adam (2 + 4n inputs, 3n outputs); SGD (2 + 2n inputs, n outputs)
+// or with momentum buffers (2 + 3n inputs, 2n outputs).
+absl::Status InferParamUpdateN(InferenceContext& ctx, bool adam) {
+  const int in = ctx.num_inputs() - 2, out = ctx.num_outputs();
+  int n = 0, states = 0;
+  if (adam) {
+    n = in / 4;
+    states = 2;
+    if (in != 4 * n || out != 3 * n || n == 0) {
+      return ctx.Error(absl::StrCat("AdamUpdateN needs 2 + 4n inputs and 3n outputs, got ", ctx.num_inputs(),
+                                    " and ", out));
+    }
+  } else {
+    states = in == 2 * out ? 0 : 1;
+    n = states == 0 ? out : out / 2;
+    if (n == 0 || in != (2 + states) * n || out != (1 + states) * n) {
+      return ctx.Error(absl::StrCat("SGDUpdateN needs 2 + 2n (or 3n) inputs and n (or 2n) outputs, got ",
+                                    ctx.num_inputs(), " and ", out));
+    }
+  }
+  for (int k = 0; k < n; ++k) {
+    const TensorType& p = ctx.input_type(2 + k);
+    if (ctx.input_type(2 + n + k) != p) {
+      return ctx.Error(absl::StrCat("gradient ", k, " ", ctx.input_type(2 + n + k).ToString(),
+                                    " does not match param ", p.ToString()));
+    }
+    ctx.set_output_type(k, p);
+    for (int s = 0; s < states; ++s) ctx.set_output_type((1 + s) * n + k, ctx.input_type(2 + (2 + s) * n + k));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status InferSce(InferenceContext& ctx) {
   OTTR_ASSIGN_OR_RETURN(Shape logits, RankedInput(ctx, 0));
@@ -127,6 +163,27 @@ void RegisterOptimizerOps(OpRegistry& r) {
                  .Attr("weight_decay", K::kFloat)
                  .Attr("decoupled", K::kInt)
                  .Shape(InferParamUpdate)
+                 .NotDifferentiable()
+                 .Build());
+  r.Register(OpSchemaBuilder(std::string(kOttrDomain), "AdamUpdateN")
+                 .Inputs(6, -1)
+                 .Outputs(3, -1)
+                 .Attr("beta1", K::kFloat)
+                 .Attr("beta2", K::kFloat)
+                 .Attr("epsilon", K::kFloat)
+                 .Attr("weight_decay", K::kFloat)
+                 .Attr("decoupled", K::kInt)
+                 .Shape([](InferenceContext& c) { return InferParamUpdateN(c, true); })
+                 .NotDifferentiable()
+                 .Build());
+  r.Register(OpSchemaBuilder(std::string(kOttrDomain), "SGDUpdateN")
+                 .Inputs(4, -1)
+                 .Outputs(1, -1)
+                 .Attr("momentum", K::kFloat)
+                 .Attr("dampening", K::kFloat)
+                 .Attr("nesterov", K::kInt)
+                 .Attr("weight_decay", K::kFloat)
+                 .Shape([](InferenceContext& c) { return InferParamUpdateN(c, false); })
                  .NotDifferentiable()
                  .Build());
 }

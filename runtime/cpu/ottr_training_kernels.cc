@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "ir/status.h"
 #include "runtime/cpu/kernel.h"
 
 namespace ottr::runtime::cpu {
@@ -98,25 +99,35 @@ absl::Status DispatchFloat(KernelContext& ctx, DType t) {
 template <typename T> struct SceForwardOp { static absl::Status Run(KernelContext& c) { return SceForward<T>(c); } };
 template <typename T> struct SceBackwardOp { static absl::Status Run(KernelContext& c) { return SceBackward<T>(c); } };
 
+// Input/output slots of one tensor's update: the single-tensor ops use fixed slots, the N-ary
+// ops (lr, step, params.., grads.., states..) -> (params'.., states'..) one set per tensor.
+struct UpdateSlots {
+  int p, g, lr, step, s0, s1;  // s0/s1: state inputs (-1: none)
+  int po, s0o, s1o;
+};
+
 template <typename T>
-absl::Status SgdUpdate(KernelContext& ctx) {
-  const Tensor& p = ctx.input(0);
-  const Tensor& g = ctx.input(1);
-  const T lr = static_cast<T>(ctx.input(2).GetAsDouble(0));
-  const int64_t step = ctx.input(3).GetAsInt64(0);
+absl::Status SgdApply(KernelContext& ctx, const UpdateSlots& s) {
+  const Tensor& p = ctx.input(s.p);
+  const Tensor& g = ctx.input(s.g);
+  const T lr = static_cast<T>(ctx.input(s.lr).GetAsDouble(0));
+  const int64_t step = ctx.input(s.step).GetAsInt64(0);
   const T momentum = static_cast<T>(ctx.attr_float("momentum", 0.0f));
   const T dampening = static_cast<T>(ctx.attr_float("dampening", 0.0f));
   const bool nesterov = ctx.attr_int("nesterov", 0) != 0;
   const T wd = static_cast<T>(ctx.attr_float("weight_decay", 0.0f));
-  const bool has_buf = ctx.has_input(4);
-  Tensor& out = ctx.AllocateOutput(0, p.dtype(), p.dims());
-  Tensor* buf_out = has_buf ? &ctx.AllocateOutput(1, p.dtype(), p.dims()) : nullptr;
+  const bool has_buf = s.s0 >= 0 && ctx.has_input(s.s0);
+  if (p.dtype() != g.dtype() || p.num_elements() != g.num_elements()) {
+    return ctx.Error(absl::StrCat("gradient ", g.type().ToString(), " does not match param ", p.type().ToString()));
+  }
+  Tensor& out = ctx.AllocateOutput(s.po, p.dtype(), p.dims());
+  Tensor* buf_out = has_buf ? &ctx.AllocateOutput(s.s0o, p.dtype(), p.dims()) : nullptr;
   for (int64_t i = 0; i < p.num_elements(); ++i) {
     const T x = p.data<T>()[i];
     T d = g.data<T>()[i];
     if (wd != 0) d = d + wd * x;
     if (has_buf) {
-      T b = step <= 1 ? d : momentum * ctx.input(4).data<T>()[i] + (1 - dampening) * d;
+      T b = step <= 1 ? d : momentum * ctx.input(s.s0).data<T>()[i] + (1 - dampening) * d;
       buf_out->data<T>()[i] = b;
       d = nesterov ? d + momentum * b : b;
     }
@@ -124,22 +135,27 @@ absl::Status SgdUpdate(KernelContext& ctx) {
   }
   return absl::OkStatus();
 }
-template <typename T> struct SgdOp { static absl::Status Run(KernelContext& c) { return SgdUpdate<T>(c); } };
 
 template <typename T>
-absl::Status AdamUpdate(KernelContext& ctx) {
-  const Tensor& p = ctx.input(0);
-  const Tensor& g = ctx.input(1);
-  const double lr = ctx.input(2).GetAsDouble(0);
-  const int64_t step = ctx.input(3).GetAsInt64(0);
-  const Tensor& m = ctx.input(4);
-  const Tensor& v = ctx.input(5);
+absl::Status AdamApply(KernelContext& ctx, const UpdateSlots& s) {
+  const Tensor& p = ctx.input(s.p);
+  const Tensor& g = ctx.input(s.g);
+  const double lr = ctx.input(s.lr).GetAsDouble(0);
+  const int64_t step = ctx.input(s.step).GetAsInt64(0);
+  const Tensor& m = ctx.input(s.s0);
+  const Tensor& v = ctx.input(s.s1);
   const double beta1 = ctx.attr_float("beta1", 0.9f);
   const double beta2 = ctx.attr_float("beta2", 0.999f);
   const T eps = static_cast<T>(ctx.attr_float("epsilon", 1e-8f));
   const double wd = ctx.attr_float("weight_decay", 0.0f);
   const bool decoupled = ctx.attr_int("decoupled", 0) != 0;
   if (step < 1) return ctx.Error(absl::StrCat("step must be >= 1, got ", step));
+  for (const Tensor* t : {&g, &m, &v}) {
+    if (t->dtype() != p.dtype() || t->num_elements() != p.num_elements()) {
+      return ctx.Error(absl::StrCat("gradient/state ", t->type().ToString(), " does not match param ",
+                                    p.type().ToString()));
+    }
+  }
   // Python-float scalars, as torch.optim.Adam computes them.
   const double bc1 = 1.0 - std::pow(beta1, static_cast<double>(step));
   const double bc2 = 1.0 - std::pow(beta2, static_cast<double>(step));
@@ -150,9 +166,9 @@ absl::Status AdamUpdate(KernelContext& ctx) {
   const T b2 = static_cast<T>(beta2);
   const T w2 = static_cast<T>(1.0 - beta2);
   const T wdt = static_cast<T>(wd);
-  Tensor& po = ctx.AllocateOutput(0, p.dtype(), p.dims());
-  Tensor& mo = ctx.AllocateOutput(1, m.dtype(), m.dims());
-  Tensor& vo = ctx.AllocateOutput(2, v.dtype(), v.dims());
+  Tensor& po = ctx.AllocateOutput(s.po, p.dtype(), p.dims());
+  Tensor& mo = ctx.AllocateOutput(s.s0o, m.dtype(), m.dims());
+  Tensor& vo = ctx.AllocateOutput(s.s1o, v.dtype(), v.dims());
   for (int64_t i = 0; i < p.num_elements(); ++i) {
     T x = p.data<T>()[i];
     T d = g.data<T>()[i];
@@ -173,6 +189,40 @@ absl::Status AdamUpdate(KernelContext& ctx) {
   }
   return absl::OkStatus();
 }
+
+template <typename T>
+absl::Status SgdUpdate(KernelContext& ctx) {
+  return SgdApply<T>(ctx, {0, 1, 2, 3, 4, -1, 0, 1, -1});
+}
+template <typename T> struct SgdOp { static absl::Status Run(KernelContext& c) { return SgdUpdate<T>(c); } };
+
+template <typename T>
+absl::Status AdamUpdate(KernelContext& ctx) {
+  return AdamApply<T>(ctx, {0, 1, 2, 3, 4, 5, 0, 1, 2});
+}
+
+// N-ary forms: each tensor in turn, in place where the executor placed outputs over inputs
+// (every element is read before the same element is written).
+template <typename T>
+absl::Status AdamUpdateN(KernelContext& ctx) {
+  const int n = (ctx.num_inputs() - 2) / 4;
+  for (int k = 0; k < n; ++k) {
+    OTTR_RETURN_IF_ERROR(AdamApply<T>(ctx, {2 + k, 2 + n + k, 0, 1, 2 + 2 * n + k, 2 + 3 * n + k, k, n + k, 2 * n + k}));
+  }
+  return absl::OkStatus();
+}
+template <typename T>
+absl::Status SgdUpdateN(KernelContext& ctx) {
+  const int in = ctx.num_inputs() - 2, out = ctx.num_outputs();
+  const bool buf = in != 2 * out;
+  const int n = buf ? out / 2 : out;
+  for (int k = 0; k < n; ++k) {
+    OTTR_RETURN_IF_ERROR(SgdApply<T>(ctx, {2 + k, 2 + n + k, 0, 1, buf ? 2 + 2 * n + k : -1, -1, k, buf ? n + k : -1, -1}));
+  }
+  return absl::OkStatus();
+}
+template <typename T> struct AdamNOp { static absl::Status Run(KernelContext& c) { return AdamUpdateN<T>(c); } };
+template <typename T> struct SgdNOp { static absl::Status Run(KernelContext& c) { return SgdUpdateN<T>(c); } };
 template <typename T> struct AdamOp { static absl::Status Run(KernelContext& c) { return AdamUpdate<T>(c); } };
 
 }  // namespace
@@ -187,6 +237,8 @@ void RegisterOttrTrainingKernels(KernelRegistry& r) {
   });
   r.Register(d, "SGDUpdate", [](KernelContext& c) { return DispatchFloat<SgdOp>(c, c.input(0).dtype()); });
   r.Register(d, "AdamUpdate", [](KernelContext& c) { return DispatchFloat<AdamOp>(c, c.input(0).dtype()); });
+  r.Register(d, "SGDUpdateN", [](KernelContext& c) { return DispatchFloat<SgdNOp>(c, c.input(2).dtype()); });
+  r.Register(d, "AdamUpdateN", [](KernelContext& c) { return DispatchFloat<AdamNOp>(c, c.input(2).dtype()); });
 }
 
 }  // namespace ottr::runtime::cpu

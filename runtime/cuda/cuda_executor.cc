@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ir/op_registry.h"
 #include "ir/status.h"
+#include "passes/memory_planner.h"
 #include "runtime/cuda/cuda_libraries.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/cuda_status.h"
@@ -16,6 +18,21 @@ namespace ottr::cuda {
 namespace {
 
 constexpr int64_t kAlign = 256;
+// Integer inputs up to this many elements may become compile-time constants when a shape
+// depends on their values.
+constexpr int64_t kMaxShapeConstantElements = 64;
+
+// The planner's in-place pairs that the CUDA kernels honour: elementwise ops read and write the
+// same index from the same thread (vector loads included), and the optimizer kernels read each
+// element before writing it. Variadic Sum/Mean/Max/Min and BatchNormalization's running
+// statistics are left out (their kernels make no such promise).
+std::vector<passes::InPlaceRule> CudaInPlaceRules(const ir::Node& n) {
+  if (n.domain().empty() && (n.op_type() == "Sum" || n.op_type() == "Mean" || n.op_type() == "Max" ||
+                             n.op_type() == "Min" || n.op_type() == "BatchNormalization")) {
+    return {};
+  }
+  return passes::DefaultInPlaceRules(n);
+}
 int64_t AlignUp(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
 int64_t Bytes(const ir::TensorType& t) {
@@ -78,6 +95,8 @@ struct CudaExecutor::Impl {
   absl::flat_hash_map<const ir::Value*, void*> ptr;
   std::vector<NodeLaunch> launches;
   std::vector<Copy> update_copies;
+  passes::MemoryPlan plan;
+  std::set<std::string> value_keyed;  // inputs whose values are compile-time constants
   GraphExec graph_exec;
   int64_t graph_nodes = 0;
   std::vector<ir::Tensor> state_cache;  // host copies returned by State()
@@ -124,7 +143,15 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
   // Bind the feed shapes when the graph is not static yet.
   bool is_static = true;
   for (const ir::Value* v : source->inputs()) is_static &= v->type().is_static();
-  if (is_static) {
+  auto outputs_static = [](const ir::Graph& graph) {
+    for (const ir::Node* n : graph.nodes()) {
+      for (const ir::Value* v : n->outputs()) {
+        if (!v->type().is_static()) return false;
+      }
+    }
+    return true;
+  };
+  if (is_static && outputs_static(*source)) {
     g = source;
   } else {
     bound = source->Clone();
@@ -135,6 +162,22 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
       v->set_type(it->second.type());
     }
     OTTR_RETURN_IF_ERROR(ir::InferGraphShapes(ir::OpRegistry::Global(), *bound));
+    if (!outputs_static(*bound)) {
+      // Shapes that depend on fed values (a Reshape's shape, Unsqueeze's axes, Pad's pads...):
+      // small integer inputs become compile-time constants, and their values join the compile
+      // key, so other values compile again (as XLA treats shape operands).
+      std::vector<ir::Value*> inputs = bound->inputs();
+      for (ir::Value* v : inputs) {
+        const ir::Tensor& t = feeds.at(v->name());
+        if (ir::IsFloat(t.dtype()) || t.num_elements() > kMaxShapeConstantElements || v->uses().empty()) continue;
+        const std::string name = v->name();
+        bound->RenameValue(v, bound->UniqueName(name + ".fed"));
+        OTTR_ASSIGN_OR_RETURN(ir::Value * c, bound->AddInitializer(name, t));
+        bound->ReplaceAllUsesWith(v, c);
+        value_keyed.insert(name);
+      }
+      OTTR_RETURN_IF_ERROR(ir::InferGraphShapes(ir::OpRegistry::Global(), *bound));
+    }
     g = bound.get();
   }
   OTTR_ASSIGN_OR_RETURN(std::vector<ir::Node*> order, g->TopoOrder());
@@ -170,61 +213,64 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
     launches.push_back(std::move(l));
   }
 
-  // 2. Buffers. Every value gets its own region, except views, which share their input's.
-  // (The liveness-based planner replaces this with reuse.)
-  absl::flat_hash_map<const ir::Value*, int64_t> offset;
-  absl::flat_hash_map<const ir::Value*, const ir::Value*> alias;
-  int64_t top = 0;
-  auto place = [&](const ir::Value* v) {
-    if (v == nullptr || offset.contains(v) || alias.contains(v)) return;
-    offset[v] = top;
-    top += AlignUp(std::max<int64_t>(Bytes(v->type()), 1));
-  };
-  for (const ir::Value* v : g->inputs()) place(v);
-  for (const ir::Value* v : g->initializers()) place(v);
-  std::vector<int64_t> workspace_offset(launches.size(), -1);
-  for (size_t k = 0; k < launches.size(); ++k) {
-    NodeLaunch& l = launches[k];
-    for (const auto& [out, in] : l.op.views) {
-      const ir::Value* ov = l.node->output(out);
-      const ir::Value* iv = l.node->input(in);
-      if (ov && iv && Bytes(ov->type()) == Bytes(iv->type()) && !g->IsRoot(ov)) alias[ov] = iv;
-    }
-    for (const ir::Value* v : l.node->outputs()) place(v);
-    if (l.op.workspace_bytes > 0) {
-      workspace_offset[k] = top;
-      top += AlignUp(l.op.workspace_bytes);
-    }
+  // 2. Memory: the planner places every buffer (parameters and optimizer state included) in one
+  // arena, reusing the bytes of dead values, writing state updates in place and choosing the
+  // schedule; the launches follow its schedule.
+  absl::flat_hash_map<const ir::Node*, int64_t> workspace_of;
+  for (const NodeLaunch& l : launches) {
+    if (l.op.workspace_bytes > 0) workspace_of[l.node] = l.op.workspace_bytes;
   }
-  // Update values are written to their own buffers and copied into the state at the end.
-  arena_bytes = std::max<int64_t>(top, kAlign);
+  passes::PlanOptions plan_options;
+  plan_options.alignment = kAlign;
+  plan_options.workspace_bytes = [&](const ir::Node& n) -> int64_t {
+    auto it = workspace_of.find(&n);
+    return it == workspace_of.end() ? 0 : it->second;
+  };
+  plan_options.in_place_rules = CudaInPlaceRules;
+  plan_options.in_place = options.plan_in_place;
+  OTTR_ASSIGN_OR_RETURN(plan, passes::PlanMemory(*g, plan_options));
+  {
+    absl::flat_hash_map<const ir::Node*, size_t> position;
+    for (size_t k = 0; k < plan.schedule.size(); ++k) position[plan.schedule[k]] = k;
+    std::stable_sort(launches.begin(), launches.end(), [&](const NodeLaunch& x, const NodeLaunch& y) {
+      return position.at(x.node) < position.at(y.node);
+    });
+  }
+  arena_bytes = std::max<int64_t>(plan.peak_bytes, kAlign);
   if (arena != nullptr) cudaFree(arena);
+  arena = nullptr;
   OTTR_CUDA_RETURN_IF_ERROR(cudaMalloc(&arena, arena_bytes));
   // Poison the arena so a kernel that reads what nobody wrote shows up as NaN.
   OTTR_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(arena, 0xff, arena_bytes, stream.get()));
   ptr.clear();
-  auto resolve = [&](const ir::Value* v) -> void* {
-    while (alias.contains(v)) v = alias.at(v);
-    return static_cast<char*>(arena) + offset.at(v);
+  for (const auto& [v, index] : plan.buffer_of) ptr[v] = static_cast<char*>(arena) + plan.buffers[index].offset;
+  auto pointer = [&](const ir::Value* v) -> void* {
+    auto it = ptr.find(v);
+    return it == ptr.end() ? nullptr : it->second;
   };
-  for (const auto& [v, off] : offset) ptr[v] = static_cast<char*>(arena) + off;
-  for (const auto& [v, a] : alias) ptr[v] = resolve(v);
 
   // 3. Upload initializers and constants.
   for (const ir::Value* v : g->initializers()) {
     const ir::Tensor& t = *v->initializer();
-    OTTR_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ptr[v], t.raw_data(), t.nbytes(), cudaMemcpyHostToDevice, stream.get()));
+    if (pointer(v) == nullptr) continue;  // nothing reads it
+    OTTR_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(pointer(v), t.raw_data(), t.nbytes(), cudaMemcpyHostToDevice, stream.get()));
   }
   for (NodeLaunch& l : launches) {
     if (IsConstantNode(*l.node)) {
       const ir::Tensor& t = l.node->attr("value")->t();
-      OTTR_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ptr[l.node->output(0)], t.raw_data(), t.nbytes(),
-                                                cudaMemcpyHostToDevice, stream.get()));
+      if (void* p = pointer(l.node->output(0))) {
+        OTTR_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(p, t.raw_data(), t.nbytes(), cudaMemcpyHostToDevice, stream.get()));
+      }
       l.skip = true;
       continue;
     }
-    for (const ir::Value* v : l.node->inputs()) l.inputs.push_back(v ? ptr.at(v) : nullptr);
-    for (const ir::Value* v : l.node->outputs()) l.outputs.push_back(l.node->output_used(v->producer_index()) ? ptr.at(v) : nullptr);
+    for (const ir::Value* v : l.node->inputs()) {
+      if (v != nullptr && pointer(v) == nullptr) {
+        return absl::InternalError(absl::StrCat(l.node->Describe(), ": input '", v->name(), "' has no buffer"));
+      }
+      l.inputs.push_back(v ? pointer(v) : nullptr);
+    }
+    for (const ir::Value* v : l.node->outputs()) l.outputs.push_back(pointer(v));
     l.skip = !l.op.launch;
     if (!l.op.views.empty()) {
       bool all_aliased = true;
@@ -232,12 +278,14 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
       l.skip |= all_aliased;
     }
   }
-  for (size_t k = 0; k < launches.size(); ++k) {
-    if (workspace_offset[k] >= 0) launches[k].workspace = static_cast<char*>(arena) + workspace_offset[k];
+  for (NodeLaunch& l : launches) {
+    auto it = plan.workspace_offset.find(l.node);
+    if (it != plan.workspace_offset.end()) l.workspace = static_cast<char*>(arena) + it->second;
   }
+  // State updates the planner could not write in place are copied at the end of the step.
   update_copies.clear();
-  for (const ir::StateUpdate& u : g->updates()) {
-    update_copies.push_back({ptr.at(u.target), ptr.at(u.value), Bytes(u.target->type())});
+  for (const passes::UpdateCopy& u : plan.update_copies) {
+    update_copies.push_back({pointer(u.target), pointer(u.value), Bytes(u.target->type())});
   }
   OTTR_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
   OTTR_RETURN_IF_ERROR(libs->Save());
@@ -297,19 +345,30 @@ absl::Status CudaExecutor::Impl::CopyFeeds(const runtime::TensorMap& feeds) {
     OTTR_RETURN_IF_ERROR(runtime::CheckFeed(*v, it->second));
     absl::StrAppend(&key, v->name(), ":", it->second.type().ToString(), ";");
   }
+  auto add_values = [&](std::string k) {
+    for (const std::string& name : value_keyed) {
+      const ir::Tensor& t = feeds.at(name);
+      for (int64_t i = 0; i < t.num_elements(); ++i) absl::StrAppend(&k, i ? "," : name + "=", t.GetAsInt64(i));
+      k += ";";
+    }
+    return k;
+  };
   for (const auto& [name, t] : feeds) {
     const ir::Value* v = source->FindValue(name);
     if (v == nullptr || (v->kind() != ir::Value::Kind::kInput && !v->is_initializer())) {
       return absl::InvalidArgumentError(absl::StrCat("the model has no input named '", name, "'"));
     }
   }
-  if (!compiled || key != shape_key) {
+  if (!compiled || add_values(key) != shape_key) {
+    value_keyed.clear();
     OTTR_RETURN_IF_ERROR(Compile(feeds));
-    shape_key = key;
+    shape_key = add_values(key);
   }
   for (const auto& [name, t] : feeds) {
     const ir::Value* v = g->FindValue(name);
-    OTTR_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ptr.at(v), t.raw_data(), t.nbytes(), cudaMemcpyHostToDevice, stream.get()));
+    auto p = ptr.find(v);
+    if (p == ptr.end()) continue;  // an input nothing reads
+    OTTR_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(p->second, t.raw_data(), t.nbytes(), cudaMemcpyHostToDevice, stream.get()));
   }
   return absl::OkStatus();
 }

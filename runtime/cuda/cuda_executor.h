@@ -28,6 +28,8 @@ struct CudaExecutorOptions {
   // updates are computed into separate buffers and CommitUpdates() copies them.
   bool auto_commit = true;
   uint64_t seed = 0;
+  // Reuse dying activations' buffers in place (the planner's in_place); off for debugging.
+  bool plan_in_place = true;
 };
 
 struct CudaStepStats {

@@ -137,6 +137,85 @@ absl::StatusOr<CompiledOp> CompileSgdUpdate(OpCompileContext& ctx) {
   return op;
 }
 
+// ottr::AdamUpdateN(lr, step, params.., grads.., m.., v..) -> (params'.., m'.., v'..) and
+// ottr::SGDUpdateN(lr, step, params.., grads.., [bufs..]) -> (params'.., [bufs'..]): every tensor
+// of the group in one multi-tensor launch (kMaxPackedTensors per launch; the table travels as
+// kernel parameters, so a captured graph replays it with no device table to keep).
+absl::StatusOr<CompiledOp> CompileUpdateN(OpCompileContext& ctx, bool adam) {
+  const int in = ctx.num_inputs() - 2, outs = ctx.num_outputs();
+  const int states = adam ? 2 : (in == 2 * outs ? 0 : 1);
+  const int n = adam ? in / 4 : (states == 0 ? outs : outs / 2);
+  if (n <= 0 || in != (2 + states) * n || outs != (1 + states) * n) {
+    return ctx.Error(absl::StrCat("unexpected arity: ", ctx.num_inputs(), " inputs, ", outs, " outputs"));
+  }
+  OTTR_ASSIGN_OR_RETURN(const kernels::OptimizerScalars types, ReadScalarTypes(ctx, 0));
+  const DType t = ctx.input_type(2).dtype;
+  if (t != DType::kFloat32 && t != DType::kFloat64) {
+    return ctx.Unsupported(absl::StrCat("element type ", ir::DTypeName(t), "; expected float32 or float64"));
+  }
+  std::vector<int64_t> numel(n);
+  std::vector<int64_t> scratch(n, -1);  // workspace offset standing in for an unread output
+  int64_t workspace = 0;
+  for (int k = 0; k < n; ++k) {
+    const std::vector<int64_t> dims = ctx.input_dims(2 + k);
+    for (int j = 1; j < 2 + states; ++j) {
+      const int i = 2 + j * n + k;
+      if (!ctx.has_input(i) || ctx.input_type(i).dtype != t || ctx.input_dims(i) != dims) {
+        return ctx.Error(absl::StrCat("input ", i, " does not match parameter ", k, " ", ir::DTypeName(t),
+                                      DimsString(dims)));
+      }
+    }
+    numel[k] = ir::NumElements(dims);
+    if (!ctx.output_needed(k)) {
+      scratch[k] = workspace;
+      workspace += (numel[k] * static_cast<int64_t>(ir::DTypeSize(t)) + 255) / 256 * 256;
+    }
+  }
+  kernels::AdamHyper ah;
+  kernels::SgdHyper sh;
+  const ir::Node& node = ctx.node();
+  if (adam) {
+    ah.beta1 = node.GetFloat("beta1", 0.9f);
+    ah.beta2 = node.GetFloat("beta2", 0.999f);
+    ah.epsilon = node.GetFloat("epsilon", 1e-8f);
+    ah.weight_decay = node.GetFloat("weight_decay", 0.0f);
+    ah.decoupled = node.GetInt("decoupled", 0) != 0;
+  } else {
+    sh.momentum = node.GetFloat("momentum", 0.0f);
+    sh.dampening = node.GetFloat("dampening", 0.0f);
+    sh.weight_decay = node.GetFloat("weight_decay", 0.0f);
+    sh.nesterov = node.GetInt("nesterov", 0) != 0;
+  }
+  const int dtype = Code(t);
+  CompiledOp op;
+  op.workspace_bytes = workspace;
+  op.launch = [=](const LaunchArgs& a) -> absl::Status {
+    NvtxRange range(adam ? "AdamUpdateN" : "SGDUpdateN");
+    std::vector<MultiTensorEntry> e(n);
+    for (int k = 0; k < n; ++k) {
+      e[k].param = a.inputs[2 + k];
+      e[k].grad = a.inputs[2 + n + k];
+      e[k].param_out = scratch[k] >= 0 ? static_cast<char*>(a.workspace) + scratch[k] : a.outputs[k];
+      if (states >= 1) {
+        e[k].state0 = a.inputs[2 + 2 * n + k];
+        e[k].state0_out = a.outputs[n + k];
+      }
+      if (states >= 2) {
+        e[k].state1 = a.inputs[2 + 3 * n + k];
+        e[k].state1_out = a.outputs[2 * n + k];
+      }
+      e[k].numel = numel[k];
+    }
+    kernels::OptimizerScalars s = types;
+    s.lr = a.inputs[0];
+    s.step = a.inputs[1];
+    OTTR_CUDA_RETURN_IF_ERROR(adam ? kernels::LaunchPackedAdam(e.data(), n, dtype, ah, s, a.stream)
+                                   : kernels::LaunchPackedSgd(e.data(), n, dtype, sh, s, a.stream));
+    return absl::OkStatus();
+  };
+  return op;
+}
+
 // ai.onnx.preview.training Adam / Adagrad / Momentum: R, T, then `groups` tensors per optimised
 // tensor (X, G, states), outputs the new X and states (see runtime/cpu/training_kernels.cc).
 absl::StatusOr<CompiledOp> CompileOnnxOptimizer(OpCompileContext& ctx, kernels::OnnxOptimizer kind) {
@@ -239,6 +318,8 @@ void RegisterOptimizerCudaOps(CudaOpRegistry& r) {
   const std::string training(ir::kTrainingDomain);
   r.Register(ottr, "AdamUpdate", CompileAdamUpdate);
   r.Register(ottr, "SGDUpdate", CompileSgdUpdate);
+  r.Register(ottr, "AdamUpdateN", [](OpCompileContext& c) { return CompileUpdateN(c, true); });
+  r.Register(ottr, "SGDUpdateN", [](OpCompileContext& c) { return CompileUpdateN(c, false); });
   r.Register(training, "Adam", [](OpCompileContext& c) { return CompileOnnxOptimizer(c, kernels::OnnxOptimizer::kAdam); });
   r.Register(training, "Adagrad",
              [](OpCompileContext& c) { return CompileOnnxOptimizer(c, kernels::OnnxOptimizer::kAdagrad); });

@@ -76,15 +76,27 @@ absl::StatusOr<LossGraph> BuildLossGraph(const GradCase& c, ir::DType ft = ir::D
       return absl::InvalidArgumentError(absl::StrCat("output ", k, " has no static shape: ",
                                                      out->type().ToString()));
     }
-    Tensor w = ToType(RandomDouble(ir::StaticDims(*out->type().shape), 1000 + k, 0.5, 1.5), ft);
-    if (out->type().dtype != ft) {
-      return absl::InvalidArgumentError("the op's float outputs must have the inputs' float type");
+    // An output may have its own float type (LayerNormalization's Mean/InvStdDev follow
+    // stash_type, e.g. float64 statistics of a float32 X): its term is computed in that type and
+    // cast to `ft`. A type narrower than `ft` would swamp the central differences in rounding.
+    const ir::DType out_type = out->type().dtype;
+    if (ir::DTypeSize(out_type) < ir::DTypeSize(ft)) {
+      return absl::InvalidArgumentError(absl::StrCat("output ", k, " has element type ", ir::DTypeName(out_type),
+                                                     ", narrower than the checked type ", ir::DTypeName(ft)));
     }
+    Tensor w = ToType(RandomDouble(ir::StaticDims(*out->type().shape), 1000 + k, 0.5, 1.5), out_type);
     OTTR_ASSIGN_OR_RETURN(ir::Value * wv, g.AddInitializer(absl::StrCat("w", k), std::move(w)));
     OTTR_ASSIGN_OR_RETURN(ir::Node * mul, g.AddNode({"Mul", "", {out, wv}, {absl::StrCat("m", k)}, {}, "m"}));
     OTTR_ASSIGN_OR_RETURN(ir::Node * sum, g.AddNode({"ReduceSum", "", {mul->output(0)}, {absl::StrCat("s", k)},
                                                      {{"keepdims", ir::Attribute(int64_t{0})}}, "s"}));
-    terms.push_back(sum->output(0));
+    ir::Value* term = sum->output(0);
+    if (out_type != ft) {
+      OTTR_ASSIGN_OR_RETURN(ir::Node * cast,
+                            g.AddNode({"Cast", "", {term}, {absl::StrCat("c", k)},
+                                       {{"to", ir::Attribute(static_cast<int64_t>(ft))}}, "c"}));
+      term = cast->output(0);
+    }
+    terms.push_back(term);
   }
   if (terms.empty()) return absl::InvalidArgumentError("the op has no float output to check");
   ir::Value* loss = terms[0];

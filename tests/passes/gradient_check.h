@@ -43,7 +43,9 @@ inline void PrintTo(const GradCase& c, std::ostream* os) { *os << c.name; }
 
 // The case's graph: inputs (float inputs as graph inputs, others as constants), the op, the
 // weighted-sum loss, and the gradients; outputs are [loss, d loss / d input_k for k in wrt].
-// With `dtype` = kFloat32 the float inputs and weights are converted (for CPU-vs-GPU checks).
+// With `dtype` = kFloat32 the float inputs and weights are converted (for CPU-vs-GPU checks);
+// an output typed otherwise by the op (a stash_type of float64) keeps its type, its loss term
+// is cast to `dtype`.
 struct GradientGraph {
   std::unique_ptr<ir::Graph> graph;
   std::map<std::string, ir::Tensor> feeds;

@@ -51,12 +51,12 @@ bool Aligned(const P*... ptrs) {
 // =============================================================================================
 // LayerNormalization forward.
 
-template <typename T, int kWidth, int kPerLane>
+// C: the compute type, ComputeT<T> or double for a float64 stash_type (see LayerNormTyped).
+template <typename T, typename C, int kWidth, int kPerLane>
 __global__ void __launch_bounds__(256)
     LayerNormWarpKernel(const T* __restrict__ x, const T* __restrict__ scale, const T* __restrict__ bias,
                         T* __restrict__ y, void* mean_out, void* inv_out, int stats_dtype, int64_t rows, int cols,
                         float eps, bool by_column, BroadcastMap smap, BroadcastMap bmap) {
-  using C = ComputeT<T>;
   constexpr int kRowsPerWarp = 32 / kWidth;
   const int lane = threadIdx.x & (kWidth - 1);
   const int sub = (threadIdx.x & 31) / kWidth;
@@ -102,12 +102,11 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-template <typename T>
+template <typename T, typename C>
 __global__ void __launch_bounds__(kRowBlock)
     LayerNormBlockKernel(const T* __restrict__ x, const T* __restrict__ scale, const T* __restrict__ bias,
                          T* __restrict__ y, void* mean_out, void* inv_out, int stats_dtype, int64_t rows, int64_t cols,
                          float eps, bool by_column, BroadcastMap smap, BroadcastMap bmap) {
-  using C = ComputeT<T>;
   __shared__ C sm[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const int64_t off = row * cols;
@@ -134,17 +133,20 @@ __global__ void __launch_bounds__(kRowBlock)
   }
 }
 
-template <typename T, int kWidth, int kPerLane>
+template <typename T, typename C, int kWidth, int kPerLane>
 void LaunchLnWarp(const LayerNormArgs& a, const T* x, const T* scale, const T* bias, T* y, void* mean, void* inv,
                   cudaStream_t s) {
   constexpr int kRowsPerBlock = (256 / 32) * (32 / kWidth);
   const int grid = nl::GridFor(a.rows, kRowsPerBlock, nl::SmCount() * 8);
-  LayerNormWarpKernel<T, kWidth, kPerLane><<<grid, 256, 0, s>>>(x, scale, bias, y, mean, inv, a.stats_dtype, a.rows,
-                                                                  static_cast<int>(a.cols), a.epsilon,
-                                                                  a.params_by_column, a.scale_map, a.bias_map);
+  LayerNormWarpKernel<T, C, kWidth, kPerLane><<<grid, 256, 0, s>>>(x, scale, bias, y, mean, inv, a.stats_dtype,
+                                                                     a.rows, static_cast<int>(a.cols), a.epsilon,
+                                                                     a.params_by_column, a.scale_map, a.bias_map);
 }
 
-template <typename T>
+// ONNX LayerNormalization-17: stash_type is the type of Mean/InvStdDev and the precision of
+// the statistics' computation, so a float64 stash computes the row in double (as the CPU
+// reference does); otherwise in ComputeT<T>.
+template <typename T, typename C>
 void LayerNormTyped(const LayerNormArgs& a, const void* xv, const void* sv, const void* bv, void* yv, void* mean,
                     void* inv, cudaStream_t s) {
   const T* x = static_cast<const T*>(xv);
@@ -153,22 +155,23 @@ void LayerNormTyped(const LayerNormArgs& a, const void* xv, const void* sv, cons
   T* y = static_cast<T*>(yv);
   if (a.cols > 1024) {
     const int grid = static_cast<int>(std::min<int64_t>(a.rows, nl::SmCount() * 4));
-    LayerNormBlockKernel<T><<<grid, kRowBlock, 0, s>>>(x, scale, bias, y, mean, inv, a.stats_dtype, a.rows, a.cols,
-                                                       a.epsilon, a.params_by_column, a.scale_map, a.bias_map);
+    LayerNormBlockKernel<T, C><<<grid, kRowBlock, 0, s>>>(x, scale, bias, y, mean, inv, a.stats_dtype, a.rows,
+                                                          a.cols, a.epsilon, a.params_by_column, a.scale_map,
+                                                          a.bias_map);
     return;
   }
   switch (nl::NextPow2(a.cols)) {
     case 1:
     case 2:
-    case 4: LaunchLnWarp<T, 4, 1>(a, x, scale, bias, y, mean, inv, s); break;
-    case 8: LaunchLnWarp<T, 8, 1>(a, x, scale, bias, y, mean, inv, s); break;
-    case 16: LaunchLnWarp<T, 16, 1>(a, x, scale, bias, y, mean, inv, s); break;
-    case 32: LaunchLnWarp<T, 32, 1>(a, x, scale, bias, y, mean, inv, s); break;
-    case 64: LaunchLnWarp<T, 32, 2>(a, x, scale, bias, y, mean, inv, s); break;
-    case 128: LaunchLnWarp<T, 32, 4>(a, x, scale, bias, y, mean, inv, s); break;
-    case 256: LaunchLnWarp<T, 32, 8>(a, x, scale, bias, y, mean, inv, s); break;
-    case 512: LaunchLnWarp<T, 32, 16>(a, x, scale, bias, y, mean, inv, s); break;
-    default: LaunchLnWarp<T, 32, 32>(a, x, scale, bias, y, mean, inv, s); break;
+    case 4: LaunchLnWarp<T, C, 4, 1>(a, x, scale, bias, y, mean, inv, s); break;
+    case 8: LaunchLnWarp<T, C, 8, 1>(a, x, scale, bias, y, mean, inv, s); break;
+    case 16: LaunchLnWarp<T, C, 16, 1>(a, x, scale, bias, y, mean, inv, s); break;
+    case 32: LaunchLnWarp<T, C, 32, 1>(a, x, scale, bias, y, mean, inv, s); break;
+    case 64: LaunchLnWarp<T, C, 32, 2>(a, x, scale, bias, y, mean, inv, s); break;
+    case 128: LaunchLnWarp<T, C, 32, 4>(a, x, scale, bias, y, mean, inv, s); break;
+    case 256: LaunchLnWarp<T, C, 32, 8>(a, x, scale, bias, y, mean, inv, s); break;
+    case 512: LaunchLnWarp<T, C, 32, 16>(a, x, scale, bias, y, mean, inv, s); break;
+    default: LaunchLnWarp<T, C, 32, 32>(a, x, scale, bias, y, mean, inv, s); break;
   }
 }
 
@@ -791,7 +794,11 @@ cudaError_t LaunchLayerNorm(const LayerNormArgs& a, const void* x, const void* s
   if (a.rows == 0 || a.cols == 0) return cudaSuccess;
   const bool ok = nl::DispatchFloat(a.dtype, [&](auto tag) {
     using T = decltype(tag);
-    LayerNormTyped<T>(a, x, scale, bias, y, mean, inv_std, stream);
+    if (a.stats_dtype == nl::kF64) {
+      LayerNormTyped<T, double>(a, x, scale, bias, y, mean, inv_std, stream);
+    } else {
+      LayerNormTyped<T, ComputeT<T>>(a, x, scale, bias, y, mean, inv_std, stream);
+    }
   });
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }

@@ -31,8 +31,9 @@ struct BroadcastMap {
 //   Mean = mean(x), InvStdDev = 1 / sqrt(var(x) + ε), Y = (x − Mean) InvStdDev Scale + B.
 // Scale/B (type `dtype`, B may be null) are indexed by column when `params_by_column` (both
 // hold exactly the normalised dims), else through scale_map / bias_map over X's flat index.
-// Mean / InvStdDev (type `stats_dtype`, [rows]) may be null. cols <= 1024: a row in registers
-// (1..32 lanes); larger: one block per row.
+// Mean / InvStdDev (type `stats_dtype`, [rows]) may be null; a float64 stats_dtype (stash_type)
+// computes the row in double. cols <= 1024: a row in registers (1..32 lanes); larger: one block
+// per row.
 struct LayerNormArgs {
   int dtype = 1;
   int stats_dtype = 1;

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# One batched GPU-machine call: GPU tests, CUDA conformance, a training run and benchmarks.
+# Run from the repository root with the bundle unpacked in dev-bundle/ and Fashion-MNIST in
+# gpu-data/fashion-mnist; logs go to $OUT.
+export LD_LIBRARY_PATH=dev-bundle/lib
+out=${OUT:-/tmp/ottr-gpu}
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+timeout 240 dev-bundle/bin/ottr_gpu_tests > "$out/gputests.log" 2>&1
+echo "gpu tests rc=$?"
+grep -E "^\[  FAILED  \]|PASSED  \]" "$out/gputests.log" | sort -u | head -60
+timeout 150 dev-bundle/bin/ottr test-data --device cuda --no-tf32 \
+  --expected-failures tests/conformance/expected_failures_cuda.txt tests/data/onnx-node-tests \
+  > "$out/conformance_cuda.log" 2>&1
+echo "conformance rc=$?"; tail -1 "$out/conformance_cuda.log"
+[ -d gpu-data/fashion-mnist ] && timeout 120 dev-bundle/bin/ottr train models/mlp/model.onnx --data gpu-data/fashion-mnist --epochs 3 \
+  --batch 128 --optimizer adam --lr 1e-3 --device cuda --out "$out/mlp-trained.onnx" > "$out/train_mlp.log" 2>&1
+echo "train rc=$?"; grep -E "epoch|accuracy|error" "$out/train_mlp.log" | tail -5
+timeout 60 dev-bundle/bin/ottr train models/mlp/model.onnx --data tests/data/models-reference/mlp/batches \
+  --loss softmax_cross_entropy --logits logits --optimizer adam --lr 0.001 --steps 3 --device cuda \
+  --out "$out/mlp-3steps.onnx" 2>&1 | tail -3
+for m in "mlp 128" "mlp 8192" "cnn 128" "cnn 1024"; do
+  set -- $m
+  timeout 60 dev-bundle/bin/ottr bench models/$1/model.onnx --device cuda --batch $2 --optimizer adam --lr 1e-3 \
+    --csv "$out/bench.csv" 2>&1 | tail -1
+done
