@@ -76,6 +76,16 @@ void CudaLibraries::StoreAlgo(const std::string& key, std::string value) {
   algos_[key] = std::move(value);
 }
 
+void CudaLibraries::CountAlgoSearch() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++searches_;
+}
+
+int64_t CudaLibraries::algo_searches() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return searches_;
+}
+
 absl::Status CudaLibraries::Save() const {
   if (cache_file_.empty()) return absl::OkStatus();
   std::ostringstream out;

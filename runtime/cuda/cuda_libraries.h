@@ -77,6 +77,10 @@ class CudaLibraries {
   void StoreAlgo(const std::string& key, std::string value);
   int64_t cache_hits() const { return hits_; }
   int64_t cache_misses() const { return misses_; }
+  // Algorithm searches (autotuning or heuristic queries after a cache miss): a second compile of
+  // the same shape must run none. Ops that search call CountAlgoSearch().
+  void CountAlgoSearch();
+  int64_t algo_searches() const;
   // Writes the cache file (temporary file + rename); no-op without one.
   absl::Status Save() const;
   // "cublasLt 130100 cudnn 91900 device 'NVIDIA H200' sm_90": what invalidates cached choices.
@@ -96,6 +100,7 @@ class CudaLibraries {
   std::map<std::string, std::string> algos_;
   mutable int64_t hits_ = 0;
   mutable int64_t misses_ = 0;
+  int64_t searches_ = 0;
 };
 
 }  // namespace ottr::cuda

@@ -1,0 +1,421 @@
+// Tests of the CUDA convolution and pooling ops (runtime/cuda/conv_pool_ops.cc,
+// kernels/pool_kernels.cu) against the CPU reference, one node at a time with random (never
+// zero) inputs, the CUDA arena poisoned with NaN bytes and a second replay that must reproduce
+// the first bit for bit (deterministic algorithms and kernels). The backward ops get random dY
+// directly (the gradient-graph cases in tests/gpu/cuda_ops_gputest.cc reach them only through
+// a weighted-sum loss). Shapes cover each path: symmetric pads (cuDNN pads), asymmetric and
+// SAME pads (explicitly padded copy / full image cropped), ConvTranspose output_padding past the
+// stride and negative derived pads, groups, dilations, 1-D to 3-D, the benchmark CNN's Conv 3x3
+// and MaxPool 2x2/2 shapes. Also: the algorithm cache (a second compile of a shape runs no
+// search, also from a saved cache file). Skipped without a device.
+//
+// Tolerances (elementwise |got − want| <= atol + rtol·|want|), with TF32 off (FMA math):
+//   float32 convolutions 1e-4: the CPU's GEMM and cuDNN sum up to a few thousand products of
+//     values in [-1, 1) in different orders (and Winograd/FFT algorithms add transform rounding
+//     of a few float ulps of the largest output); outputs are O(10), so rounding is ~1e-6..1e-5.
+//   float64 1e-10; float16 4e-3 (one float16 ulp is ~1e-3 relative: both sides round a float
+//     accumulation once, which can land on either side of a rounding boundary).
+//   Pools: MaxPool copies the chosen element (exact); Average/Lp sum in double on both sides;
+//   the backward pools sum the same float terms in the same (increasing window) order: 1e-5.
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/runtime/cuda/norm_loss_cuda_test_util.h"
+
+#ifdef OTTR_HAVE_CUDA
+#include "runtime/cuda/cuda_libraries.h"
+#include "runtime/cuda/cuda_ops.h"
+#endif
+
+namespace ottr::testing::norm_loss_cuda {
+namespace {
+
+using ir::Attribute;
+using ir::DType;
+using ir::Tensor;
+using Dims = std::vector<int64_t>;
+
+const std::string kOttr(ir::kOttrDomain);
+
+Attribute Ints(Dims v) { return Attribute(std::move(v)); }
+Attribute Int(int64_t v) { return Attribute(v); }
+
+double ConvTol(DType t) { return t == DType::kFloat32 ? 1e-4 : t == DType::kFloat64 ? 1e-10 : 4e-3; }
+
+// A forward convolution geometry with the shapes of its operands.
+struct ConvCase {
+  std::string name;
+  Dims x, w;
+  Attrs attrs;
+  bool bias = true;
+};
+
+std::vector<ConvCase> ConvCases() {
+  return {
+      {"3x3_pad1_bias", {2, 3, 6, 5}, {4, 3, 3, 3}, {{"pads", Ints({1, 1, 1, 1})}}},
+      {"3x3_pad0_benchmark", {8, 16, 14, 14}, {32, 16, 3, 3}, {}},
+      {"3x3_pad1_benchmark", {8, 16, 28, 28}, {16, 16, 3, 3}, {{"pads", Ints({1, 1, 1, 1})}}},
+      {"asymmetric_pads_strides_dilations",
+       {1, 2, 7, 8},
+       {3, 2, 2, 3},
+       {{"strides", Ints({2, 1})}, {"dilations", Ints({1, 2})}, {"pads", Ints({1, 0, 0, 2})}},
+       false},
+      {"group2", {2, 4, 5, 4}, {6, 2, 3, 3}, {{"group", Int(2)}}},
+      {"depthwise_same_upper_stride2",
+       {1, 3, 5, 6},
+       {3, 1, 3, 3},
+       {{"group", Int(3)}, {"auto_pad", Attribute("SAME_UPPER")}, {"strides", Ints({2, 2})}},
+       false},
+      {"1d_same_lower", {2, 2, 7}, {3, 2, 4}, {{"auto_pad", Attribute("SAME_LOWER")}}},
+      {"1d_symmetric_stride2", {3, 4, 11}, {5, 4, 3}, {{"pads", Ints({1, 1})}, {"strides", Ints({2})}}},
+      {"3d_asymmetric_pads", {1, 2, 4, 3, 4}, {2, 2, 2, 2, 3}, {{"pads", Ints({1, 0, 1, 0, 1, 1})}}},
+      {"3d_symmetric", {2, 3, 5, 4, 4}, {4, 3, 3, 3, 3}, {{"pads", Ints({1, 1, 1, 1, 1, 1})}}},
+      {"pointwise", {2, 3, 3, 4}, {5, 3, 1, 1}, {}},
+      {"valid_stride3_unused_tail", {2, 1, 8, 8}, {2, 1, 3, 3}, {{"auto_pad", Attribute("VALID")}, {"strides", Ints({3, 3})}}},
+  };
+}
+
+// The Conv's output dims (for random dY of the backward ops), from the CPU reference.
+absl::StatusOr<Dims> ConvOutputDims(const ConvCase& c) {
+  Case fwd{"Conv", {In(RandomOf(DType::kFloat64, c.x, 1)), In(RandomOf(DType::kFloat64, c.w, 2))}, c.attrs};
+  runtime::TensorMap feeds;
+  OTTR_ASSIGN_OR_RETURN(std::unique_ptr<ir::Graph> g, BuildGraph(fwd, &feeds));
+  return ir::StaticDims(*g->outputs()[0]->type().shape);
+}
+
+TEST(CudaConvPoolOpsTest, ConvMatchesCpu) {
+  OTTR_REQUIRE_CUDA_DEVICE();
+  int seed = 1;
+  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kFloat16}) {
+    for (const ConvCase& c : ConvCases()) {
+      SCOPED_TRACE(absl::StrCat(ir::DTypeName(t), " ", c.name));
+      std::vector<Input> ins = {In(RandomOf(t, c.x, ++seed)), In(RandomOf(t, c.w, ++seed))};
+      if (c.bias) ins.push_back(In(RandomOf(t, {c.w[0]}, ++seed)));
+      Case k{"Conv", ins, c.attrs};
+      k.rtol = k.atol = ConvTol(t);
+      ExpectMatchesCpu(k);
+    }
+  }
+}
+
+TEST(CudaConvPoolOpsTest, ConvGradInputAndFilterMatchCpu) {
+  OTTR_REQUIRE_CUDA_DEVICE();
+  int seed = 100;
+  for (DType t : {DType::kFloat32, DType::kFloat64}) {
+    for (const ConvCase& c : ConvCases()) {
+      SCOPED_TRACE(absl::StrCat(ir::DTypeName(t), " ", c.name));
+      auto y = ConvOutputDims(c);
+      ASSERT_TRUE(y.ok()) << y.status();
+      const Tensor dy = RandomOf(t, *y, ++seed);
+      Attrs gi = c.attrs;
+      gi["input_shape"] = Ints(c.x);
+      Case input{"ConvGradInput", {In(dy), In(RandomOf(t, c.w, ++seed))}, gi, 1, kOttr};
+      input.rtol = input.atol = ConvTol(t);
+      ExpectMatchesCpu(input);
+      Attrs gf = c.attrs;
+      gf["kernel_shape"] = Ints(Dims(c.w.begin() + 2, c.w.end()));
+      Case filter{"ConvGradFilter", {In(dy), In(RandomOf(t, c.x, ++seed))}, gf, 1, kOttr};
+      // dW sums N · positions products per element (up to ~6000 here): 2e-4 for float32.
+      filter.rtol = filter.atol = t == DType::kFloat32 ? 2e-4 : ConvTol(t);
+      ExpectMatchesCpu(filter);
+    }
+  }
+}
+
+TEST(CudaConvPoolOpsTest, ConvTransposeMatchesCpu) {
+  OTTR_REQUIRE_CUDA_DEVICE();
+  struct CT {
+    std::string name;
+    Dims x, w;
+    Attrs attrs;
+    bool bias;
+  };
+  const std::vector<CT> cases = {
+      {"stride2_bias", {2, 3, 3, 3}, {3, 2, 3, 3}, {{"strides", Ints({2, 2})}}, true},
+      {"symmetric_pads_output_padding",
+       {1, 4, 5, 5},
+       {4, 3, 3, 3},
+       {{"strides", Ints({2, 2})}, {"pads", Ints({1, 1, 1, 1})}, {"output_padding", Ints({1, 1})}},
+       true},
+      {"asymmetric_pads_output_padding",
+       {1, 2, 3, 4},
+       {2, 3, 3, 3},
+       {{"strides", Ints({2, 3})}, {"pads", Ints({1, 0, 1, 1})}, {"output_padding", Ints({1, 2})}},
+       false},
+      {"group2_dilations", {1, 4, 3, 3}, {4, 1, 2, 2}, {{"group", Int(2)}, {"dilations", Ints({2, 2})}}, true},
+      {"output_shape_negative_pads", {1, 2, 3, 3}, {2, 2, 3, 3}, {{"strides", Ints({2, 2})}, {"output_shape", Ints({9, 8})}}, false},
+      {"output_shape_positive_pads",
+       {1, 2, 3, 3},
+       {2, 1, 3, 3},
+       {{"strides", Ints({2, 2})}, {"output_shape", Ints({1, 1, 6, 5})}},
+       true},
+      {"same_upper", {2, 1, 3, 2}, {1, 2, 3, 3}, {{"strides", Ints({2, 2})}, {"auto_pad", Attribute("SAME_UPPER")}}, false},
+      {"1d_same_lower", {2, 2, 4}, {2, 3, 2}, {{"strides", Ints({3})}, {"auto_pad", Attribute("SAME_LOWER")}}, false},
+      {"1d_output_padding_past_stride", {1, 2, 4}, {2, 3, 3}, {{"output_padding", Ints({2})}}, true},
+      {"3d", {1, 2, 2, 3, 2}, {2, 2, 2, 2, 2}, {{"strides", Ints({1, 2, 2})}, {"pads", Ints({0, 1, 0, 1, 0, 1})}}, true},
+      {"pointwise", {2, 3, 3, 2}, {3, 4, 1, 1}, {}, false},
+      {"benchmark_upsample", {4, 16, 14, 14}, {16, 8, 2, 2}, {{"strides", Ints({2, 2})}}, true},
+  };
+  int seed = 300;
+  for (DType t : {DType::kFloat32, DType::kFloat64}) {
+    for (const CT& c : cases) {
+      SCOPED_TRACE(absl::StrCat(ir::DTypeName(t), " ", c.name));
+      const int64_t group = c.attrs.count("group") ? c.attrs.at("group").i() : 1;
+      std::vector<Input> ins = {In(RandomOf(t, c.x, ++seed)), In(RandomOf(t, c.w, ++seed))};
+      if (c.bias) ins.push_back(In(RandomOf(t, {c.w[1] * group}, ++seed)));
+      Case k{"ConvTranspose", ins, c.attrs};
+      k.rtol = k.atol = ConvTol(t);
+      ExpectMatchesCpu(k);
+    }
+  }
+}
+
+// A pooling geometry: X's dims and the op's attributes.
+struct PoolCase {
+  std::string name;
+  Dims x;
+  Attrs attrs;
+};
+
+std::vector<PoolCase> PoolCases() {
+  return {
+      {"2x2_stride2_benchmark", {8, 16, 28, 28}, {{"kernel_shape", Ints({2, 2})}, {"strides", Ints({2, 2})}}},
+      {"2x2_stride2_odd", {2, 3, 5, 7}, {{"kernel_shape", Ints({2, 2})}, {"strides", Ints({2, 2})}}},
+      {"overlapping_pads", {1, 2, 5, 5}, {{"kernel_shape", Ints({3, 3})}, {"pads", Ints({1, 1, 1, 1})}}},
+      {"ceil_dilations_pads",
+       {1, 2, 7, 6},
+       {{"kernel_shape", Ints({2, 3})},
+        {"strides", Ints({2, 2})},
+        {"dilations", Ints({2, 1})},
+        {"pads", Ints({0, 1, 1, 0})},
+        {"ceil_mode", Int(1)}}},
+      {"1d_same_upper", {2, 2, 7}, {{"kernel_shape", Ints({3})}, {"strides", Ints({2})}, {"auto_pad", Attribute("SAME_UPPER")}}},
+      {"1d_same_lower", {2, 3, 6}, {{"kernel_shape", Ints({3})}, {"strides", Ints({2})}, {"auto_pad", Attribute("SAME_LOWER")}}},
+      {"3d_pads", {1, 2, 4, 3, 4}, {{"kernel_shape", Ints({2, 2, 2})}, {"pads", Ints({1, 0, 0, 0, 1, 1})}}},
+      {"3d_strides", {1, 1, 4, 4, 3}, {{"kernel_shape", Ints({2, 2, 2})}, {"strides", Ints({2, 1, 1})}}},
+  };
+}
+
+Dims PoolOutputDims(const PoolCase& c) {
+  Case fwd{"AveragePool", {In(RandomOf(DType::kFloat32, c.x, 1))}, c.attrs};
+  runtime::TensorMap feeds;
+  auto g = BuildGraph(fwd, &feeds);
+  EXPECT_TRUE(g.ok()) << g.status();
+  return g.ok() ? ir::StaticDims(*(*g)->outputs()[0]->type().shape) : Dims();
+}
+
+TEST(CudaConvPoolOpsTest, PoolsMatchCpu) {
+  OTTR_REQUIRE_CUDA_DEVICE();
+  int seed = 500;
+  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16}) {
+    // Both sides sum in double in the same order; float16/bfloat16 may round the double result
+    // through float (one ulp apart in rare ties).
+    const double tol = t == DType::kFloat64 ? 1e-12 : t == DType::kFloat32 ? 1e-6 : t == DType::kFloat16 ? 1e-3 : 8e-3;
+    for (const PoolCase& c : PoolCases()) {
+      SCOPED_TRACE(absl::StrCat(ir::DTypeName(t), " ", c.name));
+      const Tensor x = RandomOf(t, c.x, ++seed);
+      Case max{"MaxPool", {In(x)}, c.attrs, 2};
+      max.rtol = max.atol = 0;
+      ExpectMatchesCpu(max);
+      for (int64_t include : {0, 1}) {
+        Attrs a = c.attrs;
+        a["count_include_pad"] = Int(include);
+        Case avg{"AveragePool", {In(x)}, a};
+        avg.rtol = avg.atol = tol;
+        ExpectMatchesCpu(avg);
+      }
+      for (int64_t p : {1, 2, 3}) {
+        Attrs a = c.attrs;
+        a["p"] = Int(p);
+        Case lp{"LpPool", {In(x)}, a};
+        lp.rtol = lp.atol = tol;
+        ExpectMatchesCpu(lp);
+      }
+    }
+  }
+}
+
+TEST(CudaConvPoolOpsTest, MaxPoolIndicesStorageOrderIntegersAndNaN) {
+  OTTR_REQUIRE_CUDA_DEVICE();
+  const Attrs attrs = {{"kernel_shape", Ints({2, 3})}, {"strides", Ints({1, 2})}, {"pads", Ints({1, 1, 0, 1})}};
+  for (int64_t order : {0, 1}) {
+    Attrs a = attrs;
+    a["storage_order"] = Int(order);
+    Case c{"MaxPool", {In(RandomOf(DType::kFloat32, {2, 2, 4, 5}, 7))}, a, 2};
+    c.rtol = c.atol = 0;
+    ExpectMatchesCpu(c);
+    Case only_indices{"MaxPool", {In(RandomOf(DType::kFloat32, {2, 2, 4, 5}, 8))}, a, 2};
+    only_indices.unread_outputs = {0};
+    ExpectMatchesCpu(only_indices);
+  }
+  for (DType t : {DType::kUInt8, DType::kInt8, DType::kInt32, DType::kInt64}) {
+    SCOPED_TRACE(ir::DTypeName(t));
+    // Small integers: many ties, where the first maximum must win on both sides.
+    Case c{"MaxPool", {In(RandomOf(t, {2, 3, 6, 6}, 9, 0.0, 20.0))}, attrs, 2};
+    c.rtol = c.atol = 0;
+    ExpectMatchesCpu(c);
+  }
+  // NaN propagates (the first NaN of a window wins), also into MaxPoolGrad's routing.
+  Tensor x = RandomOf(DType::kFloat32, {1, 2, 6, 6}, 10);
+  x.data<float>()[7] = std::numeric_limits<float>::quiet_NaN();
+  x.data<float>()[40] = std::numeric_limits<float>::quiet_NaN();
+  x.data<float>()[41] = std::numeric_limits<float>::quiet_NaN();
+  Case nan{"MaxPool", {In(x)}, attrs, 2};
+  nan.rtol = nan.atol = 0;
+  ExpectMatchesCpu(nan);
+  Case global{"GlobalMaxPool", {In(x)}};
+  ExpectMatchesCpu(global);
+  const Dims y = PoolOutputDims({"nan", {1, 2, 6, 6}, attrs});
+  Case grad{"MaxPoolGrad", {In(RandomOf(DType::kFloat32, y, 11)), In(x)}, attrs, 1, kOttr};
+  grad.rtol = grad.atol = 1e-6;
+  ExpectMatchesCpu(grad);
+}
+
+TEST(CudaConvPoolOpsTest, PoolGradsMatchCpu) {
+  OTTR_REQUIRE_CUDA_DEVICE();
+  int seed = 700;
+  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kFloat16}) {
+    const double tol = t == DType::kFloat64 ? 1e-12 : t == DType::kFloat32 ? 1e-5 : 2e-3;
+    for (const PoolCase& c : PoolCases()) {
+      SCOPED_TRACE(absl::StrCat(ir::DTypeName(t), " ", c.name));
+      const Dims y = PoolOutputDims(c);
+      const Tensor x = RandomOf(t, c.x, ++seed);
+      const Tensor dy = RandomOf(t, y, ++seed);
+      Case max{"MaxPoolGrad", {In(dy), In(x)}, c.attrs, 1, kOttr};
+      max.rtol = max.atol = tol;
+      ExpectMatchesCpu(max);
+      for (int64_t include : {0, 1}) {
+        Attrs a = c.attrs;
+        a["count_include_pad"] = Int(include);
+        a["input_shape"] = Ints(c.x);
+        Case avg{"AveragePoolGrad", {In(dy)}, a, 1, kOttr};
+        avg.rtol = avg.atol = tol;
+        ExpectMatchesCpu(avg);
+      }
+      if (t == DType::kFloat16) continue;
+      for (int64_t p : {1, 2, 3}) {
+        Attrs a = c.attrs;
+        a["p"] = Int(p);
+        // Y from the CPU forward, so that dX sees the true norms.
+        Case fwd{"LpPool", {In(x)}, a};
+        runtime::TensorMap feeds;
+        auto g = BuildGraph(fwd, &feeds);
+        ASSERT_TRUE(g.ok()) << g.status();
+        auto cpu = runtime::cpu::CpuExecutor::Create(**g);
+        ASSERT_TRUE(cpu.ok()) << cpu.status();
+        auto y_val = (*cpu)->Run(feeds);
+        ASSERT_TRUE(y_val.ok()) << y_val.status();
+        Case lp{"LpPoolGrad", {In(dy), In(x), In((*y_val)[0])}, a, 1, kOttr};
+        lp.rtol = lp.atol = t == DType::kFloat64 ? 1e-10 : 1e-5;
+        ExpectMatchesCpu(lp);
+      }
+    }
+  }
+}
+
+TEST(CudaConvPoolOpsTest, GlobalPoolsMatchCpu) {
+  OTTR_REQUIRE_CUDA_DEVICE();
+  int seed = 900;
+  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kFloat16}) {
+    for (const Dims& x_dims : std::vector<Dims>{{2, 3, 4, 5}, {2, 3, 5}, {3, 4}, {8, 64, 7, 7}, {2, 3, 40, 50}, {1, 2, 2, 3, 2}}) {
+      SCOPED_TRACE(absl::StrCat(ir::DTypeName(t), " rank ", x_dims.size(), " ", x_dims.back()));
+      const Tensor x = RandomOf(t, x_dims, ++seed, 0.3, 1.3);
+      const double tol = t == DType::kFloat16 ? 1e-3 : 1e-6;
+      Case avg{"GlobalAveragePool", {In(x)}};
+      avg.rtol = avg.atol = tol;
+      ExpectMatchesCpu(avg);
+      Case max{"GlobalMaxPool", {In(x)}};
+      max.rtol = max.atol = 0;
+      ExpectMatchesCpu(max);
+      for (int64_t p : {1, 2, 3}) {
+        Case lp{"GlobalLpPool", {In(x)}, {{"p", Int(p)}}};
+        lp.rtol = lp.atol = tol;
+        ExpectMatchesCpu(lp);
+      }
+    }
+  }
+}
+
+TEST(CudaConvPoolOpsTest, RejectsBFloat16Convolutions) {
+  OTTR_REQUIRE_CUDA_DEVICE();
+  // The CPU reference computes bfloat16 convolutions in float; the CUDA executor does not offer
+  // them (cuDNN's legacy API), and says so at compile time, naming the node.
+  Case conv{"Conv", {In(RandomOf(DType::kBFloat16, {1, 2, 5, 5}, 1)), In(RandomOf(DType::kBFloat16, {3, 2, 3, 3}, 2))}};
+  ExpectCudaRejects(conv, absl::StatusCode::kUnimplemented);
+}
+
+#ifdef OTTR_HAVE_CUDA
+
+// Compiles node n0 of `c` for CUDA against `libs` (no executor: only the op's compile step).
+absl::Status CompileOnly(const Case& c, cuda::CudaLibraries& libs) {
+  runtime::TensorMap feeds;
+  OTTR_ASSIGN_OR_RETURN(std::unique_ptr<ir::Graph> g, BuildGraph(c, &feeds));
+  const ir::Node* n = g->nodes().at(0);
+  std::vector<ir::TensorType> ins, outs;
+  std::vector<const ir::Tensor*> constants;
+  for (const ir::Value* v : n->inputs()) {
+    ins.push_back(v->type());
+    constants.push_back(nullptr);
+  }
+  for (const ir::Value* v : n->outputs()) outs.push_back(v->type());
+  cuda::OpCompileContext ctx(*n, ins, outs, constants, libs);
+  const cuda::OpCompiler* fn = cuda::CudaOpRegistry::Global().Find(c.domain, c.op);
+  if (fn == nullptr) return absl::NotFoundError(c.op);
+  return (*fn)(ctx).status();
+}
+
+TEST(CudaConvPoolOpsTest, SecondCompileOfSameConvHitsAlgoCache) {
+  OTTR_REQUIRE_CUDA_DEVICE();
+  const std::string file = ::testing::TempDir() + "/ottr_conv_algo_cache.txt";
+  std::remove(file.c_str());
+  auto libs = cuda::CudaLibraries::Create(/*tf32=*/false, file);
+  ASSERT_TRUE(libs.ok()) << libs.status();
+  const Attrs attrs = {{"pads", Ints({1, 1, 1, 1})}};
+  const Case conv{"Conv", {In(RandomOf(DType::kFloat32, {4, 8, 12, 12}, 1)), In(RandomOf(DType::kFloat32, {8, 8, 3, 3}, 2))}, attrs};
+  Attrs gf = attrs;
+  gf["kernel_shape"] = Ints({3, 3});
+  const Case filter{"ConvGradFilter",
+                    {In(RandomOf(DType::kFloat32, {4, 8, 12, 12}, 3)), In(RandomOf(DType::kFloat32, {4, 8, 12, 12}, 4))},
+                    gf,
+                    1,
+                    kOttr};
+
+  ASSERT_EQ((*libs)->algo_searches(), 0);
+  ASSERT_TRUE(CompileOnly(conv, **libs).ok());
+  EXPECT_EQ((*libs)->algo_searches(), 1);
+  const int64_t hits = (*libs)->cache_hits();
+  ASSERT_TRUE(CompileOnly(conv, **libs).ok());
+  EXPECT_EQ((*libs)->algo_searches(), 1) << "the second compile of the same Conv searched again";
+  EXPECT_EQ((*libs)->cache_hits(), hits + 1);
+
+  // Another direction of the same geometry is another key; so is another batch size.
+  ASSERT_TRUE(CompileOnly(filter, **libs).ok());
+  EXPECT_EQ((*libs)->algo_searches(), 2);
+  const Case other_batch{"Conv", {In(RandomOf(DType::kFloat32, {2, 8, 12, 12}, 5)), In(RandomOf(DType::kFloat32, {8, 8, 3, 3}, 6))}, attrs};
+  ASSERT_TRUE(CompileOnly(other_batch, **libs).ok());
+  EXPECT_EQ((*libs)->algo_searches(), 3);
+
+  // The choices persist through the --algo-cache file: a fresh CudaLibraries searches nothing.
+  ASSERT_TRUE((*libs)->Save().ok());
+  auto reloaded = cuda::CudaLibraries::Create(/*tf32=*/false, file);
+  ASSERT_TRUE(reloaded.ok()) << reloaded.status();
+  ASSERT_TRUE(CompileOnly(conv, **reloaded).ok());
+  ASSERT_TRUE(CompileOnly(filter, **reloaded).ok());
+  EXPECT_EQ((*reloaded)->algo_searches(), 0);
+  EXPECT_EQ((*reloaded)->cache_hits(), 2);
+  // TF32 changes the math mode, hence the key: that executor searches for itself.
+  auto tf32 = cuda::CudaLibraries::Create(/*tf32=*/true, file);
+  ASSERT_TRUE(tf32.ok()) << tf32.status();
+  ASSERT_TRUE(CompileOnly(conv, **tf32).ok());
+  EXPECT_EQ((*tf32)->algo_searches(), 1);
+  std::remove(file.c_str());
+}
+
+#endif  // OTTR_HAVE_CUDA
+
+}  // namespace
+}  // namespace ottr::testing::norm_loss_cuda
