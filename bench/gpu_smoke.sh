@@ -19,8 +19,18 @@ echo "train rc=$?"; grep -E "epoch|accuracy|error" "$out/train_mlp.log" | tail -
 timeout 60 dev-bundle/bin/ottr train models/mlp/model.onnx --data tests/data/models-reference/mlp/batches \
   --loss softmax_cross_entropy --logits logits --optimizer adam --lr 0.001 --steps 3 --device cuda \
   --out "$out/mlp-3steps.onnx" 2>&1 | tail -3
-for m in "mlp 128" "mlp 8192" "cnn 128" "cnn 1024"; do
-  set -- $m
-  timeout 60 dev-bundle/bin/ottr bench models/$1/model.onnx --device cuda --batch $2 --optimizer adam --lr 1e-3 \
-    --csv "$out/bench.csv" 2>&1 | tail -1
-done
+if [ "${COMPARE:-0}" = 1 ]; then
+  BUNDLE=dev-bundle timeout 420 bench/compare "$out/compare" > "$out/compare.log" 2>&1
+  echo "compare rc=$?"; tail -12 "$out/compare.log"
+  for m in "mlp_small.onnx 128" "cnn.onnx 1024" "cnn.onnx 128"; do
+    set -- $m
+    timeout 60 dev-bundle/bin/ottr bench "$out/compare/models/$1" --device cuda --batch $2 --optimizer adam --lr 1e-3 \
+      --per-op --per-op-csv "$out/perop_${1%.onnx}_$2.csv" > "$out/perop_${1%.onnx}_$2.log" 2>&1
+  done
+else
+  for m in "mlp 128" "mlp 8192" "cnn 128" "cnn 1024"; do
+    set -- $m
+    timeout 60 dev-bundle/bin/ottr bench models/$1/model.onnx --device cuda --batch $2 --optimizer adam --lr 1e-3 \
+      --csv "$out/bench.csv" 2>&1 | tail -1
+  done
+fi

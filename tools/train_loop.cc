@@ -194,10 +194,6 @@ double LrSchedule::At(int64_t step, int64_t total) const {
 
 absl::Status RunTraining(const std::string& model_path, const runtime::DataSource& data,
                          const TrainConfig& config) {
-  if (config.device != "cpu") {
-    return absl::UnimplementedError(absl::StrCat("--device ", config.device,
-                                                 ": this build trains on the CPU only"));
-  }
   // Fail before training, not after it, when an output cannot be written.
   for (const std::string& path : {config.out, config.checkpoint}) {
     if (path.empty()) continue;

@@ -10,6 +10,7 @@
 #include "ir/op_registry.h"
 #include "ir/status.h"
 #include "passes/memory_planner.h"
+#include "passes/standard_passes.h"
 #include "runtime/cuda/cuda_libraries.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/cuda_status.h"
@@ -163,6 +164,11 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
     }
     OTTR_RETURN_IF_ERROR(ir::InferGraphShapes(ir::OpRegistry::Global(), *bound));
     if (!outputs_static(*bound)) {
+      // Shape arithmetic inside the graph (Shape -> Slice -> Concat -> Reshape): fold it.
+      OTTR_RETURN_IF_ERROR(passes::CreateConstantFoldingPass()->Run(*bound).status());
+      OTTR_RETURN_IF_ERROR(ir::InferGraphShapes(ir::OpRegistry::Global(), *bound));
+    }
+    if (!outputs_static(*bound)) {
       // Shapes that depend on fed values (a Reshape's shape, Unsqueeze's axes, Pad's pads...):
       // small integer inputs become compile-time constants, and their values join the compile
       // key, so other values compile again (as XLA treats shape operands).
@@ -176,6 +182,8 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
         bound->ReplaceAllUsesWith(v, c);
         value_keyed.insert(name);
       }
+      OTTR_RETURN_IF_ERROR(ir::InferGraphShapes(ir::OpRegistry::Global(), *bound));
+      OTTR_RETURN_IF_ERROR(passes::CreateConstantFoldingPass()->Run(*bound).status());
       OTTR_RETURN_IF_ERROR(ir::InferGraphShapes(ir::OpRegistry::Global(), *bound));
     }
     g = bound.get();

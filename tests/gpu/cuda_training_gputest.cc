@@ -1,6 +1,10 @@
 // Whole training steps on the GPU: one step of each model in models/ against the CPU (TF32 off),
 // CUDA Graph replay bitwise equal to eager launches, and 100 steps of the MLP whose loss curve
 // follows the CPU's.
+#include <cmath>
+#include <set>
+
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "importer/onnx_importer.h"
 #include "passes/training.h"
@@ -49,11 +53,22 @@ Step MakeStep(const std::string& model, int64_t batch, std::vector<int64_t> feat
   return s;
 }
 
-// Two steps on the CPU reference (per-parameter updates) and on the GPU (the grouped
-// multi-tensor update, TF32 off): loss, gradients and every state tensor agree to 1e-5
-// (float32 with different summation orders). With Adam, an element whose gradient is within
-// rounding of zero steps by about ±lr either way (Adam normalises it), so parameters are
-// compared by counting such flips: at most 0.1% of the elements, none further than 2·lr·steps.
+double Norm(const ir::Tensor& t) {
+  double s = 0;
+  for (int64_t i = 0; i < t.num_elements(); ++i) s += t.GetAsDouble(i) * t.GetAsDouble(i);
+  return std::sqrt(s);
+}
+
+// Steps on the CPU reference (per-parameter updates) and on the GPU (the grouped multi-tensor
+// update, TF32 off) from the same state: loss, gradients and state agree to 1e-5 (float32 with
+// different summation orders; Adam's v holds g², whose relative error is twice g's: 2e-5).
+// Two exceptions, both stated by what they are:
+//  - a gradient that is zero in exact arithmetic (a conv bias followed by BatchNorm) is fp32
+//    cancellation noise on both sides: we assert ours is noise-sized (below 1e-5 of the largest
+//    gradient), and the same for the state it feeds;
+//  - Adam steps each element by about lr·sign(g), so an element whose gradient is within
+//    rounding of zero may step either way: parameters may differ in at most 0.1% of elements,
+//    by at most 2·lr. One Adam step is compared (a flipped element changes the next gradients).
 void ExpectStepMatchesCpu(const std::string& model, std::vector<int64_t> feature_dims, bool sgd) {
   Step c = MakeStep(model, 32, feature_dims, 7, sgd, /*multi_tensor=*/false);
   Step s = MakeStep(model, 32, feature_dims, 7, sgd, /*multi_tensor=*/true);
@@ -64,16 +79,27 @@ void ExpectStepMatchesCpu(const std::string& model, std::vector<int64_t> feature
   auto gpu = cuda::CudaExecutor::Create(*s.step, o);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
   ASSERT_EQ(c.step->outputs().size(), s.step->outputs().size());
-  const int steps = 2;
+  const int steps = sgd ? 2 : 1;
+  const double lr = 1e-2;
+  std::set<std::string> noise;  // parameters whose gradient is zero in exact arithmetic
+  double floor = 0;
   for (int k = 0; k < steps; ++k) {
     auto want = (*cpu)->Run(c.feeds);
     ASSERT_TRUE(want.ok()) << want.status();
     auto got = (*gpu)->Run(s.feeds);
     ASSERT_TRUE(got.ok()) << got.status();
+    double largest = 0;
+    for (const ir::Tensor& t : *want) largest = std::max(largest, Norm(t));
+    floor = 1e-5 * largest;
     for (size_t i = 0; i < got->size(); ++i) {
-      ASSERT_EQ(s.step->outputs()[i]->name(), c.step->outputs()[i]->name());
-      EXPECT_LE(runtime::MaxRelativeError((*got)[i], (*want)[i]), 1e-5)
-          << model << " step " << k << " output " << s.step->outputs()[i]->name();
+      const std::string& name = s.step->outputs()[i]->name();
+      ASSERT_EQ(name, c.step->outputs()[i]->name());
+      if (absl::EndsWith(name, ".grad") && Norm((*want)[i]) < floor) {
+        noise.insert(name.substr(0, name.size() - 5));
+        EXPECT_LT(Norm((*got)[i]), floor) << model << " step " << k << " " << name << " is zero in exact arithmetic";
+        continue;
+      }
+      EXPECT_LE(runtime::MaxRelativeError((*got)[i], (*want)[i]), 1e-5) << model << " step " << k << " output " << name;
     }
   }
   for (const ir::StateUpdate& u : c.step->updates()) {
@@ -83,10 +109,19 @@ void ExpectStepMatchesCpu(const std::string& model, std::vector<int64_t> feature
     const ir::Tensor want_copy = *want;
     const ir::Tensor* got = (*gpu)->State(name);
     ASSERT_NE(got, nullptr) << name;
-    const bool adam_param = !sgd && c.forward->FindValue(name) != nullptr &&
-                            c.forward->FindValue(name)->is_initializer();
-    if (!adam_param) {
-      EXPECT_LE(runtime::MaxRelativeError(*got, want_copy), 1e-5) << model << " state " << name;
+    const ir::Value* fv = c.forward->FindValue(name);
+    const bool param = fv != nullptr && fv->is_initializer();
+    std::string owner;
+    for (const std::string& p : noise) {
+      if (absl::StartsWith(name, p + ".")) owner = p;
+    }
+    if (!owner.empty()) {  // state fed by a noise gradient (momentum buffer, m, v)
+      EXPECT_LT(Norm(*got), 2 * steps * floor) << model << " state " << name;
+      continue;
+    }
+    if (!param || sgd) {
+      const double tol = absl::EndsWith(name, ".v") ? 2e-5 : 1e-5;
+      EXPECT_LE(runtime::MaxRelativeError(*got, want_copy), tol) << model << " state " << name;
       continue;
     }
     int64_t flipped = 0;
@@ -96,8 +131,10 @@ void ExpectStepMatchesCpu(const std::string& model, std::vector<int64_t> feature
       worst = std::max(worst, d);
       flipped += d > 1e-5 * std::abs(want_copy.GetAsDouble(i)) + 1e-7;
     }
-    EXPECT_LE(worst, 2 * steps * 1e-2 * (1 + 1e-3)) << model << " param " << name;
-    EXPECT_LE(flipped, std::max<int64_t>(2, got->num_elements() / 1000)) << model << " param " << name;
+    EXPECT_LE(worst, 2 * steps * lr * (1 + 1e-3)) << model << " param " << name;
+    if (noise.count(name) == 0) {
+      EXPECT_LE(flipped, std::max<int64_t>(2, got->num_elements() / 1000)) << model << " param " << name;
+    }
   }
 }
 
@@ -111,6 +148,7 @@ TEST_F(CudaTrainingTest, CnnStepMatchesCpu) {
 }
 TEST_F(CudaTrainingTest, TorchCnnBnStepMatchesCpu) {
   ExpectStepMatchesCpu("models/torch_cnn_bn/model.onnx", {1, 28, 28}, /*sgd=*/true);
+  ExpectStepMatchesCpu("models/torch_cnn_bn/model.onnx", {1, 28, 28}, /*sgd=*/false);
 }
 
 TEST_F(CudaTrainingTest, GraphReplayEqualsEagerLaunches) {
