@@ -1,21 +1,56 @@
 #include "tools/eval.h"
 
 #include <cmath>
+#include <map>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "importer/onnx_importer.h"
 #include "ir/status.h"
 #include "tools/cli_common.h"
+#include "tools/device.h"
 
 namespace ottr::tools {
+
+namespace {
+
+// Evaluation runs the model in inference mode: a BatchNormalization exported in training mode
+// (batch statistics, running statistics as extra outputs) becomes the inference form that
+// normalises with the running statistics.
+absl::Status ToInferenceMode(ir::Graph& g) {
+  for (ir::Node* n : g.nodes()) {
+    if (!n->domain().empty() || n->op_type() != "BatchNormalization" || n->GetInt("training_mode", 0) == 0) continue;
+    for (int i = 1; i < n->num_outputs(); ++i) {
+      if (!n->output(i)->uses().empty() || g.IsRoot(n->output(i))) {
+        return absl::InvalidArgumentError(absl::StrCat(n->Describe(), ": its running statistics are read in the graph"));
+      }
+    }
+    std::map<std::string, ir::Attribute> attrs = n->attrs();
+    attrs["training_mode"] = ir::Attribute(int64_t{0});
+    std::vector<ir::Value*> inputs(n->inputs().begin(), n->inputs().end());
+    ir::Value* y = n->output(0);
+    const std::string name = y->name();
+    OTTR_ASSIGN_OR_RETURN(ir::Node * m, g.AddNode({"BatchNormalization", "", inputs, {g.UniqueName(name + ".eval")},
+                                                   attrs, n->origin()}));
+    m->output(0)->set_type(y->type());
+    g.ReplaceAllUsesWith(y, m->output(0));
+    OTTR_RETURN_IF_ERROR(g.EraseNode(n));
+    g.RenameValue(m->output(0), name);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(const ir::Graph& forward,
                                                              const std::string& input,
                                                              const std::string& logits,
-                                                             int64_t batch) {
+                                                             int64_t batch,
+                                                             const std::string& device) {
   auto e = std::unique_ptr<Evaluator>(new Evaluator());
+  e->device_ = device;
   e->graph_ = forward.Clone();
+  OTTR_RETURN_IF_ERROR(ToInferenceMode(*e->graph_));
   e->input_ = input;
   const ir::Value* in = e->graph_->FindValue(input);
   if (in == nullptr || !in->type().has_rank() || in->type().rank() < 1) {
@@ -41,12 +76,20 @@ absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(const ir::Graph& fo
         logits.empty() ? "the model has several outputs: name the logits with --logits"
                        : absl::StrCat("the model has no output named '", logits, "'"));
   }
-  OTTR_ASSIGN_OR_RETURN(e->exec_, runtime::cpu::CpuExecutor::Create(*e->graph_));
+  if (device == "cpu") {
+    OTTR_ASSIGN_OR_RETURN(e->exec_, runtime::cpu::CpuExecutor::Create(*e->graph_));
+  } else {
+    OTTR_ASSIGN_OR_RETURN(e->device_exec_, MakeExecutor(*e->graph_, device));
+  }
   return e;
 }
 
 absl::Status Evaluator::SetParameter(const std::string& name, const ir::Tensor& t) {
-  return exec_->SetState(name, t);
+  if (exec_ != nullptr) return exec_->SetState(name, t);
+  ir::Value* v = graph_->FindValue(name);
+  if (v == nullptr || !v->is_initializer()) return absl::InvalidArgumentError(absl::StrCat("no parameter '", name, "'"));
+  device_exec_.reset();  // compiled with the old values
+  return graph_->SetInitializerData(v, t);
 }
 
 absl::StatusOr<EvalResult> Evaluator::Evaluate(const runtime::ArrayDataset& data) {
@@ -63,7 +106,11 @@ absl::StatusOr<EvalResult> Evaluator::Evaluate(const runtime::ArrayDataset& data
                           runtime::MakeBatch(data, idx, input_, feature_dims_, "labels"));
     const ir::Tensor labels = feeds["labels"];
     feeds.erase("labels");
-    OTTR_ASSIGN_OR_RETURN(std::vector<ir::Tensor> out, exec_->Run(feeds));
+    if (exec_ == nullptr && device_exec_ == nullptr) {
+      OTTR_ASSIGN_OR_RETURN(device_exec_, MakeExecutor(*graph_, device_));
+    }
+    runtime::Executor& exec = exec_ != nullptr ? static_cast<runtime::Executor&>(*exec_) : *device_exec_;
+    OTTR_ASSIGN_OR_RETURN(std::vector<ir::Tensor> out, exec.Run(feeds));
     const ir::Tensor& logits = out[output_index_];
     if (logits.rank() != 2 || logits.dim(0) != b) {
       return absl::InvalidArgumentError(absl::StrCat("evaluation needs logits [N, C], got ",
@@ -99,7 +146,7 @@ absl::StatusOr<EvalResult> Evaluator::Evaluate(const runtime::ArrayDataset& data
 }
 
 absl::Status CmdEval(const std::vector<std::string>& argv) {
-  OTTR_ASSIGN_OR_RETURN(Args args, Args::Parse(argv, {"data", "logits", "input", "batch", "normalize"}, {"train-set"}));
+  OTTR_ASSIGN_OR_RETURN(Args args, Args::Parse(argv, {"data", "logits", "input", "batch", "normalize", "device"}, {"train-set"}));
   if (args.positional().size() != 1) return absl::InvalidArgumentError("eval takes one MODEL");
   if (!args.has("data")) return absl::InvalidArgumentError("eval needs --data SPEC");
   runtime::DataOptions dopt;
@@ -116,7 +163,8 @@ absl::Status CmdEval(const std::vector<std::string>& argv) {
     input = graph->inputs()[0]->name();
   }
   OTTR_ASSIGN_OR_RETURN(int64_t batch, args.get_int("batch", 1000));
-  OTTR_ASSIGN_OR_RETURN(auto ev, Evaluator::Create(*graph, input, args.get("logits"), batch));
+  OTTR_ASSIGN_OR_RETURN(auto ev, Evaluator::Create(*graph, input, args.get("logits"), batch,
+                                                   ResolveDevice(args.get("device", "auto"))));
   const bool use_train = args.has("train-set") || data.test.size() == 0;
   OTTR_ASSIGN_OR_RETURN(EvalResult r, ev->Evaluate(use_train ? data.train : data.test));
   std::printf("%s set: %lld examples, loss %.4f, accuracy %.4f\n", use_train ? "train" : "test",

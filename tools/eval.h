@@ -20,7 +20,8 @@ class Evaluator {
   static absl::StatusOr<std::unique_ptr<Evaluator>> Create(const ir::Graph& forward,
                                                            const std::string& input,
                                                            const std::string& logits,
-                                                           int64_t batch);
+                                                           int64_t batch,
+                                                           const std::string& device = "cpu");
   // Replaces a parameter's value (e.g. from the training state).
   absl::Status SetParameter(const std::string& name, const ir::Tensor& t);
   // Mean softmax cross-entropy and top-1 accuracy over every example.
@@ -29,6 +30,9 @@ class Evaluator {
  private:
   std::unique_ptr<ir::Graph> graph_;
   std::unique_ptr<runtime::cpu::CpuExecutor> exec_;
+  // On CUDA: the executor of the current parameters; SetParameter updates the graph and drops it.
+  std::string device_ = "cpu";
+  std::unique_ptr<runtime::Executor> device_exec_;
   std::string input_;
   int output_index_ = 0;
   int64_t batch_ = 0;

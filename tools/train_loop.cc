@@ -98,6 +98,11 @@ class StepRunner {
   virtual absl::Status SetState(const std::string& name, const Tensor& t) = 0;
   virtual std::string SaveRngState() const { return ""; }
   virtual absl::Status LoadRngState(const std::string& text) { return absl::OkStatus(); }
+  // Pipelined runners take steps with Submit() and report their losses with Drain(), so the
+  // host prepares the next batch while the device runs (the CUDA executor).
+  virtual bool Pipelined() const { return false; }
+  virtual absl::Status Submit(const runtime::TensorMap& feeds) { return absl::UnimplementedError("Submit"); }
+  virtual absl::StatusOr<std::vector<double>> Drain() { return absl::UnimplementedError("Drain"); }
 };
 
 class CpuStepRunner : public StepRunner {
@@ -148,9 +153,20 @@ class CudaStepRunner : public StepRunner {
   absl::Status SetState(const std::string& name, const Tensor& t) override {
     return exec_->SetState(name, t);
   }
+  bool Pipelined() const override { return true; }
+  // `scalar`: the loss's position among the step's float scalar outputs.
+  void set_loss_scalar(int scalar) { loss_scalar_ = scalar; }
+  absl::Status Submit(const runtime::TensorMap& feeds) override { return exec_->Submit(feeds); }
+  absl::StatusOr<std::vector<double>> Drain() override {
+    OTTR_ASSIGN_OR_RETURN(auto steps, exec_->DrainScalars());
+    std::vector<double> losses;
+    for (const auto& v : steps) losses.push_back(loss_scalar_ >= 0 && loss_scalar_ < static_cast<int>(v.size()) ? v[loss_scalar_] : 0.0);
+    return losses;
+  }
 
  private:
   std::unique_ptr<cuda::CudaExecutor> exec_;
+  int loss_scalar_ = -1;
 };
 #endif
 
@@ -321,6 +337,16 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
     if (step->outputs()[k]->name() == passes::kLossOutput) loss_index = static_cast<int>(k);
   }
 
+#ifdef OTTR_HAVE_CUDA
+  if (auto* cuda_runner = dynamic_cast<CudaStepRunner*>(exec.get())) {
+    int scalar = 0;
+    for (int k = 0; k < loss_index; ++k) {
+      const ir::TensorType& t = step->outputs()[k]->type();
+      scalar += ir::IsFloat(t.dtype) && t.is_static() && ir::NumElements(ir::StaticDims(*t.shape)) == 1;
+    }
+    cuda_runner->set_loss_scalar(loss_index >= 0 ? scalar : -1);
+  }
+#endif
   // Steps per epoch and in total.
   const int64_t n_train = steps_data ? static_cast<int64_t>(data.steps.size()) : data.train.size();
   const int64_t per_epoch = steps_data ? n_train : n_train / spec.batch;
@@ -355,7 +381,7 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
   std::unique_ptr<Evaluator> evaluator;
   const runtime::ArrayDataset* test = !steps_data && data.test.size() > 0 ? &data.test : nullptr;
   if (test != nullptr) {
-    OTTR_ASSIGN_OR_RETURN(evaluator, Evaluator::Create(*forward, input, spec.loss.output, config.eval_batch));
+    OTTR_ASSIGN_OR_RETURN(evaluator, Evaluator::Create(*forward, input, spec.loss.output, config.eval_batch, config.device));
   }
   const std::vector<std::string> state_names = StateNames(*step);
   std::printf("training %s: %lld state tensors, batch %lld, %lld steps/epoch, %lld epochs, %s\n",
@@ -370,6 +396,8 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
         steps_data ? std::vector<int64_t>() : runtime::EpochPermutation(n_train, config.seed, epoch);
     double loss_sum = 0.0;
     int64_t loss_count = 0;
+    int64_t submitted = 0;  // pipelined steps whose loss has not been read yet
+    const int64_t drain_every = std::max<int64_t>(1, std::min<int64_t>(config.log_every, 200));
     for (int64_t b = steps_done % per_epoch; b < per_epoch && steps_done < total; ++b) {
       runtime::TensorMap feeds;
       if (steps_data) {
@@ -382,6 +410,45 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
       if (!standard_training) {
         feeds[passes::kLrInput] =
             Tensor::Scalar<float>(static_cast<float>(config.schedule.At(steps_done, total)));
+      }
+      if (exec->Pipelined()) {
+        // Submit now, read losses every few steps: the device never waits for the host.
+        OTTR_RETURN_IF_ERROR(AnnotateStatus(exec->Submit(feeds), absl::StrCat("step ", steps_done)));
+        ++steps_done;
+        ++submitted;
+        const bool last = b + 1 == per_epoch || steps_done == total;
+        const bool checkpoint_due = !config.checkpoint.empty() && config.checkpoint_every > 0 &&
+                                    steps_done % config.checkpoint_every == 0;
+        const bool stop_due = config.stop_after > 0 && steps_done >= config.stop_after && steps_done < total;
+        if (submitted < drain_every && !last && !checkpoint_due && !stop_due) continue;
+        OTTR_ASSIGN_OR_RETURN(std::vector<double> losses, exec->Drain());
+        submitted = 0;
+        for (size_t i = 0; i < losses.size(); ++i) {
+          const int64_t at = steps_done - static_cast<int64_t>(losses.size()) + static_cast<int64_t>(i);
+          if (!std::isfinite(losses[i])) {
+            progress.EndLine();
+            return absl::DataLossError(absl::StrCat(
+                "step ", at, ": the loss is ", losses[i], " (", config.device,
+                " checks the loss every ", drain_every, " steps; parameters were updated after it). Nothing was "
+                "written after the last checkpoint; --device cpu names the first non-finite tensor"));
+          }
+          loss_sum += losses[i];
+          ++loss_count;
+        }
+        if (!losses.empty()) progress.Update(steps_done, losses.back());
+        if (checkpoint_due) {
+          OTTR_RETURN_IF_ERROR(SaveCheckpoint(config.checkpoint, *exec, *step, steps_done, epoch, b + 1, config.seed));
+        }
+        if (stop_due) {
+          progress.EndLine();
+          if (!config.checkpoint.empty()) {
+            OTTR_RETURN_IF_ERROR(SaveCheckpoint(config.checkpoint, *exec, *step, steps_done, epoch, b + 1, config.seed));
+          }
+          std::printf("stopped after step %lld of %lld (--stop-after); continue with --resume %s\n",
+                      static_cast<long long>(steps_done), static_cast<long long>(total), config.checkpoint.c_str());
+          return absl::OkStatus();
+        }
+        continue;
       }
       auto out = exec->Run(feeds);
       if (!out.ok()) return AnnotateStatus(out.status(), absl::StrCat("step ", steps_done));

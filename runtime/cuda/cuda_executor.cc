@@ -4,6 +4,8 @@
 #include <cstring>
 #include <set>
 
+#include <nvtx3/nvToolsExt.h>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -98,15 +100,48 @@ struct CudaExecutor::Impl {
   std::vector<Copy> update_copies;
   passes::MemoryPlan plan;
   std::set<std::string> value_keyed;  // inputs whose values are compile-time constants
+  std::string submit_key;             // the input types Submit() staged for
   GraphExec graph_exec;
   int64_t graph_nodes = 0;
   std::vector<ir::Tensor> state_cache;  // host copies returned by State()
+  // Submit(): two staging slots, each a pinned host block and a device block holding every
+  // input back to back; the copy stream fills slot k % 2 while the main stream runs step k - 1.
+  struct Slot {
+    void* host = nullptr;
+    void* device = nullptr;
+    Event h2d_done;   // the copy stream filled `device`
+    Event d2d_done;   // the main stream has copied `device` into the arena
+    bool used = false;
+  };
+  Slot slots[2];
+  int64_t staging_bytes = 0;
+  std::vector<std::pair<const ir::Value*, int64_t>> staging_layout;  // input, offset in a slot
+  Stream copy_stream;
+  int64_t submitted = 0;
+  // Scalar outputs of pending steps, copied into a pinned ring.
+  std::vector<const ir::Value*> scalar_outputs;
+  double* scalar_ring = nullptr;   // kMaxPendingSteps x scalar_outputs (as raw output bytes)
+  int64_t pending = 0;
+  Event last_step;
   absl::flat_hash_map<std::string, ir::Tensor> state_host;
 
   ~Impl() {
+    if (stream.get() != nullptr) cudaStreamSynchronize(stream.get());
     graph_exec.Reset();
     if (arena != nullptr) cudaFree(arena);
+    FreeStaging();
+    if (scalar_ring != nullptr) cudaFreeHost(scalar_ring);
   }
+  void FreeStaging() {
+    for (Slot& s : slots) {
+      if (s.host != nullptr) cudaFreeHost(s.host);
+      if (s.device != nullptr) cudaFree(s.device);
+      s.host = s.device = nullptr;
+      s.used = false;
+    }
+    staging_bytes = 0;
+  }
+  absl::Status PrepareStaging();
 
   absl::Status Compile(const runtime::TensorMap& feeds);
   absl::Status Enqueue();
@@ -324,7 +359,10 @@ absl::Status CudaExecutor::Impl::Enqueue() {
   for (const NodeLaunch& l : launches) {
     if (l.skip) continue;
     LaunchArgs args{l.inputs, l.outputs, l.workspace, stream.get()};
+    const std::string label = absl::StrCat(l.node->op_type(), " ", l.node->origin());
+    nvtxRangePushA(label.c_str());
     absl::Status s = l.op.launch(args);
+    nvtxRangePop();
     if (!s.ok()) return AnnotateStatus(s, l.node->Describe());
   }
   if (options.auto_commit) {
@@ -432,6 +470,7 @@ const ir::Tensor* CudaExecutor::State(const std::string& name) {
   const ir::Value* v = g->FindValue(name);
   if (v == nullptr || !v->is_initializer()) return nullptr;
   if (!m.compiled) return v->initializer();
+  if (cudaStreamSynchronize(m.stream.get()) != cudaSuccess) return nullptr;
   ir::Tensor t(v->type().dtype, ir::StaticDims(*v->type().shape));
   if (cudaMemcpy(t.raw_data(), m.ptr.at(v), t.nbytes(), cudaMemcpyDeviceToHost) != cudaSuccess) return nullptr;
   m.state_host[name] = std::move(t);
@@ -445,8 +484,133 @@ absl::Status CudaExecutor::SetState(const std::string& name, const ir::Tensor& t
   if (v == nullptr || !v->is_initializer() || v->type() != t.type()) {
     return absl::InvalidArgumentError(absl::StrCat("no initializer '", name, "' of type ", t.type().ToString()));
   }
+  OTTR_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream.get()));
   OTTR_CUDA_RETURN_IF_ERROR(cudaMemcpy(m.ptr.at(v), t.raw_data(), t.nbytes(), cudaMemcpyHostToDevice));
   return absl::OkStatus();
+}
+
+absl::Status CudaExecutor::Impl::PrepareStaging() {
+  FreeStaging();
+  staging_layout.clear();
+  for (const ir::Value* v : source->inputs()) {
+    const ir::Value* bound_v = g->FindValue(v->name());
+    if (bound_v == nullptr || !ptr.contains(bound_v)) continue;  // nothing reads it
+    staging_layout.emplace_back(bound_v, staging_bytes);
+    staging_bytes += AlignUp(std::max<int64_t>(Bytes(bound_v->type()), 1));
+  }
+  for (Slot& s : slots) {
+    OTTR_CUDA_RETURN_IF_ERROR(cudaHostAlloc(&s.host, std::max<int64_t>(staging_bytes, kAlign), cudaHostAllocDefault));
+    OTTR_CUDA_RETURN_IF_ERROR(cudaMalloc(&s.device, std::max<int64_t>(staging_bytes, kAlign)));
+    cudaEvent_t a, b;
+    OTTR_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&a, cudaEventDisableTiming));
+    OTTR_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&b, cudaEventDisableTiming));
+    s.h2d_done = Event(a);
+    s.d2d_done = Event(b);
+  }
+  if (copy_stream.get() == nullptr) {
+    cudaStream_t cs;
+    OTTR_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+    copy_stream = Stream(cs);
+  }
+  scalar_outputs.clear();
+  for (const ir::Value* v : g->outputs()) {
+    if (ir::IsFloat(v->type().dtype) && ir::NumElements(ir::StaticDims(*v->type().shape)) == 1) {
+      scalar_outputs.push_back(v);
+    }
+  }
+  if (scalar_ring == nullptr) {
+    // Up to 4 scalars of up to 8 bytes per step.
+    OTTR_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&scalar_ring),
+                                            sizeof(double) * 4 * CudaExecutor::kMaxPendingSteps, cudaHostAllocDefault));
+  }
+  if (scalar_outputs.size() > 4) scalar_outputs.resize(4);
+  if (last_step.get() == nullptr) {
+    cudaEvent_t e;
+    OTTR_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    last_step = Event(e);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaExecutor::Submit(const runtime::TensorMap& feeds) {
+  Impl& m = *impl_;
+  if (m.pending >= kMaxPendingSteps) {
+    return absl::FailedPreconditionError(absl::StrCat(kMaxPendingSteps, " steps submitted without DrainScalars()"));
+  }
+  // Shapes (and values of shape operands) decide the compiled step, as in Run().
+  std::string key;
+  for (const ir::Value* v : m.source->inputs()) {
+    auto it = feeds.find(v->name());
+    if (it == feeds.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("missing input '", v->name(), "' (", v->type().ToString(), ")"));
+    }
+    absl::StrAppend(&key, v->name(), ":", it->second.type().ToString(), ";");
+  }
+  if (!m.compiled || m.staging_bytes == 0 || !m.value_keyed.empty() || key != m.submit_key) {
+    // A new shape: wait for what is in flight, compile (CopyFeeds does), then stage afresh.
+    OTTR_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream.get()));
+    OTTR_RETURN_IF_ERROR(m.CopyFeeds(feeds));
+    if (!m.value_keyed.empty()) {
+      return absl::UnimplementedError("Submit: this step's shapes depend on fed values; use Run()");
+    }
+    OTTR_RETURN_IF_ERROR(m.PrepareStaging());
+    m.submit_key = key;
+  }
+  for (const auto& [v, off] : m.staging_layout) {
+    const ir::Tensor& t = feeds.at(v->name());
+    OTTR_RETURN_IF_ERROR(runtime::CheckFeed(*v, t));
+  }
+  Impl::Slot& slot = m.slots[m.submitted % 2];
+  if (slot.used) {
+    // The host block was last copied two steps ago; normally long done.
+    OTTR_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(slot.h2d_done.get()));
+  }
+  for (const auto& [v, off] : m.staging_layout) {
+    const ir::Tensor& t = feeds.at(v->name());
+    std::memcpy(static_cast<char*>(slot.host) + off, t.raw_data(), t.nbytes());
+  }
+  // Copy stream: wait until the main stream has read this device block (two steps ago).
+  if (slot.used) OTTR_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(m.copy_stream.get(), slot.d2d_done.get(), 0));
+  OTTR_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(slot.device, slot.host, m.staging_bytes, cudaMemcpyHostToDevice,
+                                            m.copy_stream.get()));
+  OTTR_CUDA_RETURN_IF_ERROR(cudaEventRecord(slot.h2d_done.get(), m.copy_stream.get()));
+  // Main stream: wait for the copy, move the inputs into the arena, replay the step.
+  OTTR_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(m.stream.get(), slot.h2d_done.get(), 0));
+  for (const auto& [v, off] : m.staging_layout) {
+    OTTR_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(m.ptr.at(v), static_cast<char*>(slot.device) + off,
+                                              Bytes(v->type()), cudaMemcpyDeviceToDevice, m.stream.get()));
+  }
+  OTTR_CUDA_RETURN_IF_ERROR(cudaEventRecord(slot.d2d_done.get(), m.stream.get()));
+  slot.used = true;
+  OTTR_RETURN_IF_ERROR(m.LaunchStep());
+  for (size_t i = 0; i < m.scalar_outputs.size(); ++i) {
+    const ir::Value* v = m.scalar_outputs[i];
+    double* dst = m.scalar_ring + (m.pending * 4 + static_cast<int64_t>(i));
+    OTTR_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, m.ptr.at(v), ir::DTypeSize(v->type().dtype),
+                                              cudaMemcpyDeviceToHost, m.stream.get()));
+  }
+  ++m.pending;
+  ++m.submitted;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::vector<double>>> CudaExecutor::DrainScalars() {
+  Impl& m = *impl_;
+  std::vector<std::vector<double>> out;
+  if (m.pending == 0) return out;
+  OTTR_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(m.stream.get()));
+  for (int64_t k = 0; k < m.pending; ++k) {
+    std::vector<double> step;
+    for (size_t i = 0; i < m.scalar_outputs.size(); ++i) {
+      const void* p = m.scalar_ring + (k * 4 + static_cast<int64_t>(i));
+      ir::Tensor t(m.scalar_outputs[i]->type().dtype, {});
+      std::memcpy(t.raw_data(), p, t.nbytes());
+      step.push_back(t.GetAsDouble(0));
+    }
+    out.push_back(std::move(step));
+  }
+  m.pending = 0;
+  return out;
 }
 
 CudaStepStats CudaExecutor::stats() const {

@@ -55,6 +55,16 @@ class CudaExecutor : public runtime::Executor {
   // Runs `steps` steps back to back between two CUDA events; returns the milliseconds elapsed.
   absl::StatusOr<double> TimeSteps(int steps);
 
+  // The training pipeline: Submit() stages the feeds in pinned host memory (double-buffered),
+  // copies them on a second stream while the previous step runs (ordered with events), replays
+  // the step and copies its scalar outputs (the loss) to a pinned ring, all without waiting for
+  // the device, so the host prepares the next batch meanwhile. DrainScalars() waits for the
+  // submitted steps and returns their scalar outputs in order, one vector per step (at most
+  // kMaxPendingSteps steps may be pending). The first Submit of a shape compiles (synchronous).
+  static constexpr int kMaxPendingSteps = 1024;
+  absl::Status Submit(const runtime::TensorMap& feeds);
+  absl::StatusOr<std::vector<std::vector<double>>> DrainScalars();
+
   const ir::Tensor* State(const std::string& name);  // device -> host copy of an initializer
   absl::Status SetState(const std::string& name, const ir::Tensor& t);
   CudaStepStats stats() const;
