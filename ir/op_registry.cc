@@ -39,6 +39,7 @@ const OpRegistry& OpRegistry::Global() {
     RegisterTrainingOps(*r);
     RegisterControlFlowOps(*r);
     RegisterOptimizerOps(*r);
+    RegisterFusedOps(*r);
     RegisterElementwiseGradients(*r);
     RegisterActivationGradients(*r);
     RegisterReductionGradients(*r);

@@ -180,6 +180,7 @@ void RegisterLossOps(OpRegistry& r);
 void RegisterTrainingOps(OpRegistry& r);
 void RegisterControlFlowOps(OpRegistry& r);
 void RegisterOptimizerOps(OpRegistry& r);
+void RegisterFusedOps(OpRegistry& r);  // ops made by the fusion passes (ir/fused_gemm.h)
 
 // Gradient registration entry points, one per ir/grads/*.cc file (run after the ops).
 void RegisterElementwiseGradients(OpRegistry& r);

@@ -1,5 +1,7 @@
 #include "ir/tensor.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -9,6 +11,19 @@
 #include "absl/strings/str_join.h"
 
 namespace ottr::ir {
+
+namespace {
+// No tensor may exceed the machine's physical memory: a shape fed at run time that asks for
+// more is an error, not an allocation the system (or a sanitizer) aborts on.
+uint64_t MaxTensorBytes() {
+  static const uint64_t limit = [] {
+    const long pages = sysconf(_SC_PHYS_PAGES);
+    const long page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : uint64_t{1} << 40;
+  }();
+  return limit;
+}
+}  // namespace
 
 Tensor::Tensor(DType dtype, std::vector<int64_t> dims) : dtype_(dtype), dims_(std::move(dims)) {
   // Round up to a multiple of 64 and allocate at least 64 bytes so empty tensors have an address.
@@ -20,7 +35,7 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> dims) : dtype_(dtype), dims_(st
   }
   uint64_t raw = 0;
   if (__builtin_mul_overflow(elements, static_cast<uint64_t>(DTypeSize(dtype_)), &raw) ||
-      raw > (uint64_t{1} << 56)) {
+      raw > MaxTensorBytes()) {
     throw std::length_error("tensor shape [" + absl::StrJoin(dims_, ",") + "] is too large to allocate");
   }
   const size_t bytes = std::max<size_t>(64, (raw + 63) / 64 * 64);

@@ -50,6 +50,7 @@ absl::StatusOr<bool> PassManager::Run(ir::Graph& graph) {
     if (options_.disabled.count(name)) continue;
     if (options_.stop_after >= 0 && index >= options_.stop_after) break;
     ++index;
+    pass->set_remarks(options_.remarks);
     const bool need_before_text = options_.check_changed || options_.print_only_on_change;
     const std::string before = need_before_text ? graph.ToString() : "";
     if (Matches(options_.print_before, name)) {

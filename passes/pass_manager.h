@@ -29,6 +29,7 @@ struct PassManagerOptions {
   bool verify_each = true;       // VerifyGraph after each pass that changed the graph
   bool check_changed = false;    // compare printed IR before/after with the pass's answer
   std::ostream* out = nullptr;   // where IR prints go (default std::cerr)
+  std::ostream* remarks = nullptr;  // where passes explain fired/declined rewrites; null = nowhere
 };
 
 class PassManager {

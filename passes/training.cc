@@ -8,6 +8,7 @@
 #include "ir/op_registry.h"
 #include "ir/status.h"
 #include "passes/autodiff.h"
+#include "passes/fusion_passes.h"
 #include "passes/standard_passes.h"
 
 namespace ottr::passes {
@@ -471,6 +472,11 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
   pm.Add(std::make_unique<BatchNormStatisticsPass>());
   pm.Add(Simplify());
   if (spec.multi_tensor_updates) pm.Add(std::make_unique<GroupOptimizerUpdatesPass>());
+  if (spec.fuse_epilogues) {
+    pm.Add(CreateFuseGemmEpiloguePass());
+    pm.Add(CreateFuseGemmDActBgradPass());
+    pm.Add(CreateFuseGemmBgradPass());
+  }
   return absl::OkStatus();
 }
 
@@ -478,6 +484,7 @@ absl::StatusOr<std::unique_ptr<ir::Graph>> BuildTrainingGraph(const ir::Graph& f
                                                               const TrainingSpec& spec,
                                                               PassManagerOptions options) {
   std::unique_ptr<ir::Graph> g = forward.Clone();
+  options.disabled.insert(spec.disabled_passes.begin(), spec.disabled_passes.end());
   PassManager pm(std::move(options));
   OTTR_RETURN_IF_ERROR(AddTrainingPasses(pm, spec));
   OTTR_RETURN_IF_ERROR(pm.Run(*g).status());

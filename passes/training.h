@@ -13,6 +13,7 @@
 #define OTTR_PASSES_TRAINING_H_
 
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -62,6 +63,13 @@ struct TrainingSpec {
   // multi-tensor launch on the GPU, at the cost of keeping every gradient live until it runs.
   // The tools turn it on for the CUDA executor.
   bool multi_tensor_updates = false;
+  // Fuse each linear layer's GEMM with its bias, activation and their gradients into
+  // ottr::FusedGemm nodes (passes/fusion_passes.h): one cuBLASLt epilogue launch where there were
+  // several kernels. The tools turn it on for the CUDA executor.
+  bool fuse_epilogues = false;
+  // Pass names BuildTrainingGraph skips (merged into PassManagerOptions::disabled), so tools that
+  // only build the step (bench, train) honour --disable-passes.
+  std::set<std::string> disabled_passes;
 };
 
 // The name of a parameter's gradient value in the step graph.
@@ -70,7 +78,8 @@ std::string GradName(const std::string& param);
 // Adds the training pipeline's passes, in order, to `pm`:
 //   infer-shapes, simplify (constant-folding + cse + dce), append-loss, autodiff,
 //   clip-gradients (when asked), optimizer, batchnorm-statistics, simplify,
-//   group-optimizer-updates (when spec.multi_tensor_updates).
+//   group-optimizer-updates (when spec.multi_tensor_updates), fuse-gemm-epilogue,
+//   fuse-gemm-dact-bgrad, fuse-gemm-bgrad (when spec.fuse_epilogues).
 absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec);
 
 // Runs the pipeline on a copy of `forward` and returns the step graph.

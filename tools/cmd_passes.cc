@@ -22,12 +22,14 @@ absl::Status CmdPasses(const std::vector<std::string>& argv) {
   }
   std::set<std::string> switches = TrainingSwitchFlags();
   for (const char* f : {"print-ir-after-all", "print-ir-after-change", "check-changed",
-                        "list-passes", "print-memory-plan"}) {
+                        "list-passes", "print-memory-plan", "remarks"}) {
     switches.insert(f);
   }
   OTTR_ASSIGN_OR_RETURN(Args args, Args::Parse(argv, values, switches));
   if (args.positional().size() != 1) return absl::InvalidArgumentError("passes takes one MODEL");
   OTTR_ASSIGN_OR_RETURN(passes::TrainingSpec spec, ParseTrainingSpec(args, 64));
+  // The GEMM fusions are part of the pipeline shown unless --fuse-epilogues off.
+  if (!args.has("fuse-epilogues")) spec.fuse_epilogues = true;
   OTTR_ASSIGN_OR_RETURN(auto graph, importer::ImportModelFile(args.positional()[0]));
   passes::PassManagerOptions o;
   o.print_after = args.get("print-ir-after");
@@ -45,6 +47,11 @@ absl::Status CmdPasses(const std::vector<std::string>& argv) {
   o.out = &std::cout;
   const bool dumping = o.print_after_all || !o.print_after.empty() || !o.print_before.empty() ||
                        !o.dump_dir.empty();
+  // Passes explain what they fused or declined (as `// pass: ...` lines) with --remarks or
+  // whenever IR is printed per pass.
+  if (args.has("remarks") || o.print_after_all || !o.print_after.empty() || !o.print_before.empty()) {
+    o.remarks = &std::cout;
+  }
   passes::PassManager pm(o);
   OTTR_RETURN_IF_ERROR(passes::AddTrainingPasses(pm, spec));
   if (args.has("list-passes")) {

@@ -64,6 +64,7 @@ absl::Status CmdTrain(const std::vector<std::string>& argv) {
   config.cuda_graph = !args.has("no-cuda-graph");
   config.algo_cache = args.get("algo-cache");
   if (config.device == "cuda" && !args.has("multi-tensor-optimizer")) config.spec.multi_tensor_updates = true;
+  if (config.device == "cuda" && !args.has("fuse-epilogues")) config.spec.fuse_epilogues = true;
   config.input = args.get("input");
   if (config.epochs <= 0 || config.max_steps == 0) return absl::InvalidArgumentError("nothing to train: --epochs/--steps must be positive");
 

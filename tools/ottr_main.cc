@@ -18,9 +18,11 @@ constexpr char kUsage[] =
     "                                     trains (see README.md for every flag)\n"
     "  eval MODEL --data SPEC             loss / accuracy on a data set\n"
     "  passes MODEL [training flags] [--print-ir-after-all] [--print-ir-after=REGEX]\n"
-    "        [--ir-dump-dir=DIR] [--disable-passes=a,b] [--stop-after=N]\n"
-    "                                     runs the training pipeline and dumps IR\n"
+    "        [--ir-dump-dir=DIR] [--disable-passes=a,b] [--stop-after=N] [--remarks]\n"
+    "                                     runs the training pipeline and dumps IR (with the\n"
+    "                                     fusion passes unless --fuse-epilogues off)\n"
     "  bench MODEL [training flags] [--batch N] [--device cuda|cpu] [--csv FILE] [--per-op]\n"
+    "        [--fuse-epilogues on|off] [--disable-passes=a,b]\n"
     "                                     µs per training step, launches per step, peak memory\n"
     "  test-data DIR... [--expected-failures FILE] [--rtol R] [--atol A] [--verbose]\n"
     "                                     runs ONNX backend-test folders\n";

@@ -10,7 +10,8 @@ namespace ottr::tools {
 std::set<std::string> TrainingValueFlags() {
   return {"loss", "logits", "loss-output", "ignore-index", "label-smoothing", "optimizer", "lr",
           "momentum", "dampening", "weight-decay", "beta1", "beta2", "eps", "clip-grad-norm",
-          "batch", "freeze", "dim", "multi-tensor-optimizer"};
+          "batch", "freeze", "dim", "multi-tensor-optimizer", "fuse-epilogues",
+          "disable-passes"};
 }
 
 std::set<std::string> TrainingSwitchFlags() { return {"nesterov"}; }
@@ -38,6 +39,16 @@ absl::StatusOr<passes::TrainingSpec> ParseTrainingSpec(const Args& args, int64_t
     const std::string m = args.get("multi-tensor-optimizer");
     if (m != "on" && m != "off") return absl::InvalidArgumentError("--multi-tensor-optimizer must be on or off");
     spec.multi_tensor_updates = m == "on";
+  }
+  // --fuse-epilogues on|off (default: on for the CUDA executor and `ottr passes`, set by the commands).
+  if (args.has("fuse-epilogues")) {
+    const std::string m = args.get("fuse-epilogues");
+    if (m != "on" && m != "off") return absl::InvalidArgumentError("--fuse-epilogues must be on or off");
+    spec.fuse_epilogues = m == "on";
+  }
+  // --disable-passes NAME[,NAME...]: pipeline passes to skip (e.g. fuse-gemm-bgrad).
+  for (absl::string_view p : absl::StrSplit(args.get("disable-passes"), ',', absl::SkipEmpty())) {
+    spec.disabled_passes.insert(std::string(p));
   }
   OTTR_ASSIGN_OR_RETURN(spec.loss.ignore_index, args.get_int("ignore-index", -100));
   OTTR_ASSIGN_OR_RETURN(double smoothing, args.get_double("label-smoothing", 0.0));

@@ -48,6 +48,7 @@ const KernelRegistry& KernelRegistry::Global() {
     RegisterTrainingKernels(*r);
     RegisterControlFlowKernels(*r);
     RegisterOttrTrainingKernels(*r);
+    RegisterFusedGemmKernels(*r);
     return r;
   }();
   return *registry;

@@ -126,6 +126,7 @@ void RegisterLossKernels(KernelRegistry& r);
 void RegisterTrainingKernels(KernelRegistry& r);
 void RegisterControlFlowKernels(KernelRegistry& r);
 void RegisterOttrTrainingKernels(KernelRegistry& r);
+void RegisterFusedGemmKernels(KernelRegistry& r);
 
 }  // namespace ottr::runtime::cpu
 

@@ -4,6 +4,8 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
+#include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <type_traits>
 
@@ -245,6 +247,164 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// ---- Tiled fast path -------------------------------------------------------------------------
+// The common pooling geometry (2-D after Normalized, kernel == stride, dilation 1, no begin
+// padding, every window inside the image: floor mode): the windows tile the image without
+// overlap, so one thread owns one window. MaxPool reads the window once; MaxPoolGrad finds the
+// window's argmax and writes every element of the window (dY there, 0 elsewhere), and the blocks
+// past the last full window (the rows / columns a floor-mode pool never reads) are written with
+// zeros by the threads of the partial blocks: every dX element is written exactly once, with no
+// memset or atomics. KH, KW > 0: the kernel extent known at compile time; kVec: each window row
+// is read (and, for the gradient, written) as one aligned vector of KW elements.
+struct TiledGeometry {
+  int64_t planes;
+  int64_t h, w;    // image
+  int64_t ph, pw;  // positions (windows)
+  int64_t kh, kw;  // kernel == stride
+};
+
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Packed {
+  T v[N];
+};
+
+// Elements [0, kw) of one window row: one aligned vector load with kVec, else kw loads.
+template <typename T, int KW, bool kVec>
+__device__ __forceinline__ void LoadRow(const T* p, int64_t kw, T* out) {
+  if constexpr (kVec) {
+    const Packed<T, KW> v = *reinterpret_cast<const Packed<T, KW>*>(p);
+#pragma unroll
+    for (int b = 0; b < KW; ++b) out[b] = v.v[b];
+  } else {
+    const int64_t n = KW > 0 ? KW : kw;
+    for (int64_t b = 0; b < n; ++b) out[b] = p[b];
+  }
+}
+
+// The ONNX rule of WindowArgMax (the first maximum in row-major tap order, or the first NaN),
+// over the window whose top-left element is `src`; returns its (row, column) within the window.
+template <typename T, int KH, int KW, bool kVec>
+__device__ __forceinline__ void TiledArgMax(const T* src, const TiledGeometry& g, int64_t* br, int64_t* bc, T* bv) {
+  using C = MaxCmp<T>;
+  const int64_t kh = KH > 0 ? KH : g.kh;
+  const int64_t kw = KW > 0 ? KW : g.kw;
+  C best{};
+  T best_raw{};
+  int64_t r_best = 0, c_best = 0;
+  bool first = true;
+  for (int64_t a = 0; a < kh; ++a) {
+    if constexpr (KW > 0) {
+      T row[KW];
+      LoadRow<T, KW, kVec>(src + a * g.w, kw, row);
+#pragma unroll
+      for (int b = 0; b < KW; ++b) {
+        const C v = LoadCmp(row[b]);
+        if (first || v > best || (IsNan(v) && !IsNan(best))) {
+          best = v;
+          best_raw = row[b];
+          r_best = a;
+          c_best = b;
+          first = false;
+        }
+      }
+    } else {
+      for (int64_t b = 0; b < kw; ++b) {
+        const T raw = src[a * g.w + b];
+        const C v = LoadCmp(raw);
+        if (first || v > best || (IsNan(v) && !IsNan(best))) {
+          best = v;
+          best_raw = raw;
+          r_best = a;
+          c_best = b;
+          first = false;
+        }
+      }
+    }
+  }
+  *br = r_best;
+  *bc = c_best;
+  *bv = best_raw;
+}
+
+// I: the thread index type (uint32_t when every index fits, else int64_t).
+template <typename T, int KH, int KW, bool kVec, typename I>
+__global__ void __launch_bounds__(kThreads)
+    TiledMaxPoolKernel(const T* __restrict__ x, T* __restrict__ y, int64_t* __restrict__ indices, TiledGeometry g,
+                       bool column_major) {
+  const I pw = static_cast<I>(g.pw);
+  const I osize = static_cast<I>(g.ph * g.pw);
+  const I total = static_cast<I>(g.planes) * osize;
+  const int64_t isize = g.h * g.w;
+  const int64_t kh = KH > 0 ? KH : g.kh;
+  const int64_t kw = KW > 0 ? KW : g.kw;
+  for (I i = blockIdx.x * static_cast<I>(kThreads) + threadIdx.x; i < total;
+       i += static_cast<I>(gridDim.x) * kThreads) {
+    const I plane = i / osize;
+    const I r = i - plane * osize;
+    const I oh = r / pw;
+    const I ow = r - oh * pw;
+    const int64_t top = static_cast<int64_t>(oh) * kh, left = static_cast<int64_t>(ow) * kw;
+    const T* src = x + static_cast<int64_t>(plane) * isize + top * g.w + left;
+    int64_t br, bc;
+    T bv;
+    TiledArgMax<T, KH, KW, kVec>(src, g, &br, &bc, &bv);
+    if (y != nullptr) y[i] = bv;
+    if (indices != nullptr) {
+      const int64_t row = top + br, col = left + bc;
+      indices[i] = static_cast<int64_t>(plane) * isize + (column_major ? col * g.h + row : row * g.w + col);
+    }
+  }
+}
+
+// Threads over the blocks of kh x kw elements covering the image (the last block row / column
+// may be partial: those lie past the last full window and get zeros).
+template <typename T, int KH, int KW, bool kVec, typename I>
+__global__ void __launch_bounds__(kThreads)
+    TiledMaxPoolGradKernel(const T* __restrict__ dy, const T* __restrict__ x, T* __restrict__ dx, TiledGeometry g) {
+  using A = FloatAcc<T>;
+  const int64_t kh = KH > 0 ? KH : g.kh;
+  const int64_t kw = KW > 0 ? KW : g.kw;
+  const I bh = static_cast<I>((g.h + kh - 1) / kh), bw = static_cast<I>((g.w + kw - 1) / kw);
+  const I bsize = bh * bw;
+  const I total = static_cast<I>(g.planes) * bsize;
+  const int64_t isize = g.h * g.w;
+  const T zero = FromAcc<T>(A(0));
+  for (I i = blockIdx.x * static_cast<I>(kThreads) + threadIdx.x; i < total;
+       i += static_cast<I>(gridDim.x) * kThreads) {
+    const I plane = i / bsize;
+    const I r = i - plane * bsize;
+    const I ob = r / bw;
+    const I cb = r - ob * bw;
+    const int64_t top = static_cast<int64_t>(ob) * kh, left = static_cast<int64_t>(cb) * kw;
+    const int64_t offset = static_cast<int64_t>(plane) * isize + top * g.w + left;
+    T* dst = dx + offset;
+    if (static_cast<int64_t>(ob) < g.ph && static_cast<int64_t>(cb) < g.pw) {
+      int64_t br, bc;
+      T bv;
+      TiledArgMax<T, KH, KW, kVec>(x + offset, g, &br, &bc, &bv);
+      // 0 + dY, as the reference adds dY into a zero-filled dX (-0 becomes +0).
+      const T grad = FromAcc<T>(A(0) + ToAcc(dy[static_cast<int64_t>(plane) * (g.ph * g.pw) +
+                                                   static_cast<int64_t>(ob) * g.pw + cb]));
+      for (int64_t a = 0; a < kh; ++a) {
+        if constexpr (kVec) {
+          Packed<T, KW> v;
+#pragma unroll
+          for (int b = 0; b < KW; ++b) v.v[b] = a == br && b == bc ? grad : zero;
+          *reinterpret_cast<Packed<T, KW>*>(dst + a * g.w) = v;
+        } else {
+          for (int64_t b = 0; b < kw; ++b) dst[a * g.w + b] = a == br && b == bc ? grad : zero;
+        }
+      }
+    } else {
+      // A partial block: the rows / columns inside the image.
+      const int64_t rows = min(kh, g.h - top), cols = min(kw, g.w - left);
+      for (int64_t a = 0; a < rows; ++a) {
+        for (int64_t b = 0; b < cols; ++b) dst[a * g.w + b] = zero;
+      }
+    }
+  }
+}
+
 // AveragePool (lp = false) or LpPool, summed in double.
 template <typename T, int ND>
 __global__ void __launch_bounds__(kThreads)
@@ -368,14 +528,20 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <typename T>
+// V consecutive elements per thread (one aligned vector when V > 1; spatial is a multiple of V,
+// so they share one channel). I: the index type (uint32_t when the indices fit in 31 bits).
+template <typename T, int V, typename I>
 __global__ void __launch_bounds__(kThreads)
-    AddChannelBiasKernel(const T* __restrict__ bias, T* __restrict__ y, int64_t total, int64_t channels,
-                         int64_t spatial) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * kThreads) {
-    const int64_t c = (i / spatial) % channels;
-    y[i] = FromAcc<T>(ToAcc(y[i]) + ToAcc(bias[c]));
+    AddChannelBiasKernel(const T* __restrict__ bias, T* __restrict__ y, I vectors, I channels, I spatial_vectors) {
+  for (I i = blockIdx.x * static_cast<I>(kThreads) + threadIdx.x; i < vectors;
+       i += static_cast<I>(gridDim.x) * kThreads) {
+    const I c = (i / spatial_vectors) % channels;
+    const auto b = ToAcc(bias[c]);
+    Packed<T, V>* p = reinterpret_cast<Packed<T, V>*>(y) + i;
+    Packed<T, V> v = *p;
+#pragma unroll
+    for (int k = 0; k < V; ++k) v.v[k] = FromAcc<T>(ToAcc(v.v[k]) + b);
+    *p = v;
   }
 }
 
@@ -441,6 +607,48 @@ cudaError_t VisitMaxDtype(int dtype, F&& f) {
   }
 }
 
+
+// The tiled geometry of g (after Normalized) when the fast path applies.
+bool Tiled(const PoolGeometry& g, TiledGeometry* t) {
+  if (g.nd != 2) return false;
+  for (int d = 0; d < 2; ++d) {
+    if (g.dilation[d] != 1 || g.pad_begin[d] != 0 || g.kernel[d] != g.stride[d] ||
+        g.positions[d] * g.kernel[d] > g.image[d]) {
+      return false;
+    }
+  }
+  t->planes = g.planes;
+  t->h = g.image[0];
+  t->w = g.image[1];
+  t->ph = g.positions[0];
+  t->pw = g.positions[1];
+  t->kh = g.kernel[0];
+  t->kw = g.kernel[1];
+  return true;
+}
+
+bool Aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+// Calls f(std::integral_constant<int, K>, std::bool_constant<kVec>, TypeTag<I>) for the tiled
+// kernel variant: K = 2 for 2x2 windows (kVec when rows are read as aligned pairs: an even width
+// and `pointers` aligned to two elements), else K = 0 (the extent at run time); I = uint32_t when
+// the `total` thread indices fit in 31 bits.
+template <typename T, typename F>
+cudaError_t VisitTiledVariant(const TiledGeometry& t, int64_t total, std::initializer_list<const void*> pointers,
+                              F&& f) {
+  auto with_index = [&](auto k, auto vec) -> cudaError_t {
+    if (total < (int64_t{1} << 31)) return f(k, vec, TypeTag<uint32_t>{});
+    return f(k, vec, TypeTag<int64_t>{});
+  };
+  if (t.kh == 2 && t.kw == 2) {
+    bool vec = t.w % 2 == 0;
+    for (const void* p : pointers) vec = vec && (p == nullptr || Aligned(p, 2 * sizeof(T)));
+    if (vec) return with_index(std::integral_constant<int, 2>{}, std::true_type{});
+    return with_index(std::integral_constant<int, 2>{}, std::false_type{});
+  }
+  return with_index(std::integral_constant<int, 0>{}, std::false_type{});
+}
+
 }  // namespace
 
 bool MaxPoolSupported(int dtype) {
@@ -458,8 +666,19 @@ cudaError_t MaxPool(int dtype, const PoolGeometry& geometry, bool column_major, 
   const int64_t isize = Size(g.image, g.nd), osize = Size(g.positions, g.nd);
   const int64_t total = g.planes * osize;
   if (total == 0 || (y == nullptr && indices == nullptr)) return cudaSuccess;
+  TiledGeometry t;
+  const bool tiled = Tiled(g, &t);
   return VisitMaxDtype(dtype, [&](auto tag) -> cudaError_t {
     using T = typename decltype(tag)::type;
+    if (tiled) {
+      return VisitTiledVariant<T>(t, total, {x}, [&](auto k, auto vec, auto index) -> cudaError_t {
+        using I = typename decltype(index)::type;
+        TiledMaxPoolKernel<T, decltype(k)::value, decltype(k)::value, decltype(vec)::value, I>
+            <<<GridFor(total, kThreads), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), indices, t,
+                                                           column_major);
+        return cudaGetLastError();
+      });
+    }
     return VisitAxes(g, [&](auto nd) -> cudaError_t {
       MaxPoolKernel<T, decltype(nd)::value><<<GridFor(total, kThreads), kThreads, 0, s>>>(
           static_cast<const T*>(x), static_cast<T*>(y), indices, g, isize, osize, column_major);
@@ -475,8 +694,21 @@ cudaError_t MaxPoolGrad(int dtype, const PoolGeometry& geometry, const void* dy,
   const int64_t isize = Size(g.image, g.nd), osize = Size(g.positions, g.nd);
   const int64_t total = g.planes * isize;
   if (total == 0) return cudaSuccess;
+  TiledGeometry t;
+  const bool tiled = Tiled(g, &t);
   return tensor_impl::VisitFloatDtype(dtype, [&](auto tag) -> cudaError_t {
     using T = typename decltype(tag)::type;
+    if (tiled) {
+      // One thread per kh x kw block of the image.
+      const int64_t blocks = g.planes * ((t.h + t.kh - 1) / t.kh) * ((t.w + t.kw - 1) / t.kw);
+      return VisitTiledVariant<T>(t, blocks, {x, dx}, [&](auto k, auto vec, auto index) -> cudaError_t {
+        using I = typename decltype(index)::type;
+        TiledMaxPoolGradKernel<T, decltype(k)::value, decltype(k)::value, decltype(vec)::value, I>
+            <<<GridFor(blocks, kThreads), kThreads, 0, s>>>(static_cast<const T*>(dy), static_cast<const T*>(x),
+                                                            static_cast<T*>(dx), t);
+        return cudaGetLastError();
+      });
+    }
     return VisitAxes(g, [&](auto nd) -> cudaError_t {
       MaxPoolGradKernel<T, decltype(nd)::value><<<GridFor(total, kThreads), kThreads, 0, s>>>(
           static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<T*>(dx), g, isize, osize);
@@ -571,10 +803,22 @@ cudaError_t AddChannelBias(int dtype, int64_t batch, int64_t channels, int64_t s
   if (channels < 1 || spatial < 1) return cudaErrorInvalidValue;
   return tensor_impl::VisitFloatDtype(dtype, [&](auto tag) -> cudaError_t {
     using T = typename decltype(tag)::type;
-    AddChannelBiasKernel<T><<<GridFor(total, kThreads), kThreads, 0, s>>>(static_cast<const T*>(bias),
-                                                                          static_cast<T*>(y), total, channels,
-                                                                          spatial);
-    return cudaGetLastError();
+    const int v = (spatial % 4 == 0 && Aligned(y, 4 * sizeof(T))) ? 4 : 1;
+    const int64_t vectors = total / v;
+    auto launch = [&](auto vec, auto index) -> cudaError_t {
+      using I = typename decltype(index)::type;
+      AddChannelBiasKernel<T, decltype(vec)::value, I><<<GridFor(vectors, kThreads), kThreads, 0, s>>>(
+          static_cast<const T*>(bias), static_cast<T*>(y), static_cast<I>(vectors), static_cast<I>(channels),
+          static_cast<I>(spatial / v));
+      return cudaGetLastError();
+    };
+    const bool small = total < (int64_t{1} << 31);
+    if (v == 4) {
+      return small ? launch(std::integral_constant<int, 4>{}, TypeTag<uint32_t>{})
+                   : launch(std::integral_constant<int, 4>{}, TypeTag<int64_t>{});
+    }
+    return small ? launch(std::integral_constant<int, 1>{}, TypeTag<uint32_t>{})
+                 : launch(std::integral_constant<int, 1>{}, TypeTag<int64_t>{});
   });
 }
 

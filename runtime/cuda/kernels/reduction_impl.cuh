@@ -344,27 +344,57 @@ __global__ void __launch_bounds__(kReduceBlockThreads)
     const int64_t j0 = s * p.chunk;
     const int64_t j1 = min(j0 + p.chunk, p.count);
     const int64_t len = p.inner;
-    if (len >= 32 || p.num_red == 0) {
+    if constexpr (kVec) {
+      // float4 units over the flattened positions, tracking (segment, unit within it), so that
+      // rows shorter than the unit's span keep every thread busy; four loads in flight per step.
+      // len, j0 and j1 are multiples of 4 elements (plan.vec == 4).
+      const int64_t len4 = len >> 2, q1 = j1 >> 2;
+      int64_t q = (j0 >> 2) + tid;
+      int64_t seg = q / len4, l = q - seg * len4;
+      const int64_t dseg = nt / len4, dl = nt - dseg * len4;
+      auto row_of = [&](int64_t sg) {
+        return reinterpret_cast<const float4*>(x + base + DecomposeOffset(sg, p.num_red, p.red_dims, p.red_strides));
+      };
+      const float4* row = row_of(seg);
+      auto at = [&]() {
+        const float4* v = row + l;
+        l += dl;
+        const int64_t next = seg + dseg + (l >= len4 ? 1 : 0);
+        if (l >= len4) l -= len4;
+        if (next != seg) {
+          seg = next;
+          row = row_of(seg);
+        }
+        return v;
+      };
+      Acc a1 = R::Init(), a2 = R::Init(), a3 = R::Init();
+      for (; q + 3 * static_cast<int64_t>(nt) < q1; q += 4 * static_cast<int64_t>(nt)) {
+        const float4* p0 = at();
+        const float4* p1 = at();
+        const float4* p2 = at();
+        const float4* p3 = at();
+        const float4 v0 = *p0, v1 = *p1, v2 = *p2, v3 = *p3;
+        acc = R::Apply(R::Apply(R::Apply(R::Apply(acc, v0.x), v1.x), v2.x), v3.x);
+        a1 = R::Apply(R::Apply(R::Apply(R::Apply(a1, v0.y), v1.y), v2.y), v3.y);
+        a2 = R::Apply(R::Apply(R::Apply(R::Apply(a2, v0.z), v1.z), v2.z), v3.z);
+        a3 = R::Apply(R::Apply(R::Apply(R::Apply(a3, v0.w), v1.w), v2.w), v3.w);
+      }
+      for (; q < q1; q += nt) {
+        const float4 v = *at();
+        acc = R::Apply(acc, v.x);
+        a1 = R::Apply(a1, v.y);
+        a2 = R::Apply(a2, v.z);
+        a3 = R::Apply(a3, v.w);
+      }
+      acc = R::Combine(R::Combine(acc, a1), R::Combine(a2, a3));
+    } else if (len >= 32 || p.num_red == 0) {
       // Whole rows: threads stride along each contiguous segment.
       for (int64_t seg = j0 / len; seg * len < j1; ++seg) {
         const T* row = x + base + DecomposeOffset(seg, p.num_red, p.red_dims, p.red_strides);
         const int64_t lb = max(j0 - seg * len, int64_t{0});
         const int64_t le = min(j1 - seg * len, len);
-        if constexpr (kVec) {
-          // lb, le and the row start are multiples of 4 elements (plan.vec == 4).
-          Acc a1 = R::Init(), a2 = R::Init(), a3 = R::Init();
-          for (int64_t l = lb + 4 * tid; l < le; l += 4 * nt) {
-            const float4 v = *reinterpret_cast<const float4*>(row + l);
-            acc = R::Apply(acc, v.x);
-            a1 = R::Apply(a1, v.y);
-            a2 = R::Apply(a2, v.z);
-            a3 = R::Apply(a3, v.w);
-          }
-          acc = R::Combine(R::Combine(acc, a1), R::Combine(a2, a3));
-        } else {
 #pragma unroll 4
-          for (int64_t l = lb + tid; l < le; l += nt) acc = R::Apply(acc, row[l]);
-        }
+        for (int64_t l = lb + tid; l < le; l += nt) acc = R::Apply(acc, row[l]);
       }
     } else {
       // Short segments: threads stride over the flattened positions, tracking (segment, l).

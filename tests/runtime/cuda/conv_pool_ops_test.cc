@@ -317,6 +317,82 @@ TEST(CudaConvPoolOpsTest, PoolGradsMatchCpu) {
   }
 }
 
+// The tiled fast path of MaxPool / MaxPoolGrad (kernel == stride, no padding, no dilation,
+// floor mode: one thread per window; 2x2 windows of even-width rows read as aligned pairs): exact
+// against the CPU reference (the forward copies the chosen element; the backward writes dY
+// there, 0 + dY as the reference adds into zeros, and 0 elsewhere, including the rows / columns
+// past the last full window). Inputs have many ties (values in {0, 1, 2}: the first maximum in
+// row-major window order wins), NaN (the first NaN wins; also a window whose first tap is NaN
+// and one of two NaNs), and -0 in dY.
+ir::Tensor WithTiesAndNaN(DType t, const Dims& dims, uint64_t seed) {
+  const Tensor r = RandomOf(DType::kFloat64, dims, seed, 0.0, 3.0);
+  Tensor x(t, dims);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  ir::VisitDType(t, [&]<typename T>() {
+    if constexpr (!std::is_void_v<T>) {
+      T* p = x.data<T>();
+      for (int64_t i = 0; i < x.num_elements(); ++i) {
+        const double v = std::floor(r.data<double>()[i]);
+        p[i] = ir::FromDouble<T>(i % 37 == 5 || i % 53 == 0 || i % 53 == 1 ? nan : v);
+      }
+    }
+  });
+  return x;
+}
+
+TEST(CudaConvPoolOpsTest, TiledMaxPoolFastPathMatchesCpu) {
+  OTTR_REQUIRE_CUDA_DEVICE();
+  struct TiledCase {
+    std::string name;
+    Dims x;
+    Dims kernel;
+  };
+  const std::vector<TiledCase> cases = {
+      {"2x2_benchmark", {4, 8, 24, 24}, {2, 2}},
+      {"2x2_odd_height_and_width", {2, 3, 7, 9}, {2, 2}},
+      {"2x2_odd_height_even_width", {3, 2, 5, 6}, {2, 2}},
+      {"3x3_tails", {2, 2, 10, 11}, {3, 3}},
+      {"2x3", {2, 3, 6, 9}, {2, 3}},
+      {"1d_kernel2", {2, 3, 9}, {2}},
+  };
+  int seed = 1200;
+  for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64}) {
+    for (const TiledCase& c : cases) {
+      SCOPED_TRACE(absl::StrCat(ir::DTypeName(t), " ", c.name));
+      const Attrs attrs = {{"kernel_shape", Ints(c.kernel)}, {"strides", Ints(c.kernel)}};
+      for (const Tensor& x : {RandomOf(t, c.x, ++seed), WithTiesAndNaN(t, c.x, ++seed)}) {
+        Case max{"MaxPool", {In(x)}, attrs};
+        max.rtol = max.atol = 0;
+        ExpectMatchesCpu(max);
+        for (int64_t order : {0, 1}) {
+          Attrs a = attrs;
+          a["storage_order"] = Int(order);
+          Case indices{"MaxPool", {In(x)}, a, 2};
+          indices.rtol = indices.atol = 0;
+          ExpectMatchesCpu(indices);
+        }
+        Tensor dy = RandomOf(t, PoolOutputDims({c.name, c.x, attrs}), ++seed);
+        ir::VisitDType(t, [&]<typename T>() {
+          if constexpr (!std::is_void_v<T>) dy.data<T>()[1] = ir::FromDouble<T>(-0.0);
+        });
+        Case grad{"MaxPoolGrad", {In(dy), In(x)}, attrs, 1, kOttr};
+        grad.rtol = grad.atol = 0;
+        ExpectMatchesCpu(grad);
+      }
+    }
+  }
+  // Integers (MaxPool only): small values, many ties.
+  for (DType t : {DType::kUInt8, DType::kInt32, DType::kInt64}) {
+    for (const TiledCase& c : cases) {
+      SCOPED_TRACE(absl::StrCat(ir::DTypeName(t), " ", c.name));
+      const Attrs attrs = {{"kernel_shape", Ints(c.kernel)}, {"strides", Ints(c.kernel)}};
+      Case max{"MaxPool", {In(RandomOf(t, c.x, ++seed, 0.0, 4.0))}, attrs, 2};
+      max.rtol = max.atol = 0;
+      ExpectMatchesCpu(max);
+    }
+  }
+}
+
 TEST(CudaConvPoolOpsTest, GlobalPoolsMatchCpu) {
   OTTR_REQUIRE_CUDA_DEVICE();
   int seed = 900;
