@@ -10,7 +10,10 @@
 // single convolution per node (no fusion), the legacy API is stable across cuDNN 8 and 9,
 // supports every group count, dilation and 1-D to 3-D shape here, and its algorithms are plain
 // enums that serialise into the shared algorithm cache. The mapping:
-//   Conv             Y  = Forward(X, W) (+ bias)
+//   Conv             Y  = Forward(X, W) (+ bias: in the convolution's epilogue through
+//                    cudnnConvolutionBiasActivationForward with an identity activation when the
+//                    chosen float32 algorithm is IMPLICIT_PRECOMP_GEMM, the only one cuDNN takes
+//                    an identity activation with; else kernels::AddChannelBias after it)
 //   ConvGradInput    dX = BackwardData(W, dY)            (the Conv's geometry)
 //   ConvTranspose    Y  = BackwardData(W, X) (+ bias)    (ConvTranspose is Conv's adjoint: the
 //                    Conv whose input is Y and output X, with ConvTranspose's pads)
@@ -27,7 +30,11 @@
 // the search and freed after it; compile runs outside the captured step) and falls back to the
 // cudnnGet*Algorithm_v7 heuristics when the search cannot run. Deterministic algorithms are
 // preferred (replays of a step give the same bits; cuDNN's atomics-based backward algorithms do
-// not), then the fastest; the workspace is bounded by kMaxConvWorkspace. The choice (algorithm,
+// not), then the fastest; the workspace is bounded by kMaxConvWorkspace. Measured on an H200
+// (cuDNN 9, TF32, the benchmark CNN, batch 1024): the deterministic choice costs only the first
+// Conv's filter gradient (C_in = 1: FFT_TILING 267 µs vs the atomics-based ALGO_0 168 µs); the
+// others' fastest algorithms are deterministic. NHWC would be faster (Conv 32→64: 200 µs vs
+// 339 µs forward, 294 vs 399 backward-data) but needs the graph in NHWC, not per-op transposes. The choice (algorithm,
 // math type, workspace) is stored in CudaLibraries' cache under a key with the direction, dtype,
 // math mode, layout (packed NCHW), every dim, pad, stride, dilation and the group count; the
 // cache file's header carries the cuDNN version and the device (CudaLibraries::VersionTag), so a
@@ -87,6 +94,7 @@ class NvtxRange {
 using TensorDesc = Handle<cudnnTensorDescriptor_t, cudnnDestroyTensorDescriptor>;
 using FilterDesc = Handle<cudnnFilterDescriptor_t, cudnnDestroyFilterDescriptor>;
 using ConvDesc = Handle<cudnnConvolutionDescriptor_t, cudnnDestroyConvolutionDescriptor>;
+using ActivationDesc = Handle<cudnnActivationDescriptor_t, cudnnDestroyActivationDescriptor>;
 
 std::string DimsString(const std::vector<int64_t>& d) { return absl::StrCat("[", absl::StrJoin(d, ","), "]"); }
 
@@ -256,6 +264,16 @@ class CudnnConv {
   int64_t workspace_bytes() const { return workspace_bytes_; }
   // kForward: (x, w) -> y; kBackwardData: (w, dy) -> dx; kBackwardFilter: (x, dy) -> dw.
   absl::Status Run(const void* a, const void* b, void* out, void* workspace, cudaStream_t stream) const;
+  // A float32 forward whose chosen algorithm is IMPLICIT_PRECOMP_GEMM, the one algorithm with
+  // which cudnnConvolutionBiasActivationForward takes an identity activation: then the bias is
+  // added in the convolution's epilogue (RunWithBias) instead of by a second pass over y.
+  bool CanFuseBias() const {
+    return shape_.kind == ConvKind::kForward && shape_.dtype == DType::kFloat32 &&
+           algo_ == static_cast<int>(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
+  }
+  // Requires CanFuseBias(): y = conv(x, w) + bias[channel].
+  absl::Status RunWithBias(const void* x, const void* w, const void* bias, void* y, void* workspace,
+                           cudaStream_t stream) const;
 
  private:
   CudnnConv() = default;
@@ -268,6 +286,8 @@ class CudnnConv {
   cudnnHandle_t handle_ = nullptr;
   bool double_scale_ = false;
   TensorDesc x_desc_, y_desc_;
+  TensorDesc bias_desc_;  // [1, K, 1...], made when CanFuseBias()
+  ActivationDesc identity_;
   FilterDesc w_desc_;
   ConvDesc conv_desc_;
   int algo_ = 0;
@@ -359,6 +379,15 @@ absl::StatusOr<std::shared_ptr<CudnnConv>> CudnnConv::Create(OpCompileContext& c
   }
   OTTR_CUDA_RETURN_IF_ERROR(cudnnSetConvolutionMathType(c->conv_desc_.get(), math));
   OTTR_RETURN_IF_ERROR(c->ChooseAlgorithm(ctx, math, fma_only));
+  if (c->CanFuseBias()) {
+    std::vector<int64_t> b(s.y.size(), 1);
+    b[1] = s.y[1];
+    OTTR_ASSIGN_OR_RETURN(c->bias_desc_, MakeTensorDesc(t, b));
+    cudnnActivationDescriptor_t act;
+    OTTR_CUDA_RETURN_IF_ERROR(cudnnCreateActivationDescriptor(&act));
+    c->identity_ = ActivationDesc(act);
+    OTTR_CUDA_RETURN_IF_ERROR(cudnnSetActivationDescriptor(act, CUDNN_ACTIVATION_IDENTITY, CUDNN_PROPAGATE_NAN, 0.0));
+  }
   return c;
 }
 
@@ -592,6 +621,19 @@ absl::Status CudnnConv::Run(const void* a, const void* b, void* out, void* works
   return absl::OkStatus();
 }
 
+absl::Status CudnnConv::RunWithBias(const void* x, const void* w, const void* bias, void* y, void* workspace,
+                                     cudaStream_t stream) const {
+  OTTR_CUDA_RETURN_IF_ERROR(cudnnSetStream(handle_, stream));
+  // y = identity(1 · conv(x, w) + 0 · z + bias) with z = y: cuDNN does not read z when its
+  // scale is 0 (the arena-poisoning tests would see NaN otherwise).
+  const float one = 1.0f, zero = 0.0f;
+  OTTR_CUDA_RETURN_IF_ERROR(cudnnConvolutionBiasActivationForward(
+      handle_, &one, x_desc_.get(), x, w_desc_.get(), w, conv_desc_.get(),
+      static_cast<cudnnConvolutionFwdAlgo_t>(algo_), workspace, static_cast<size_t>(workspace_bytes_), &zero,
+      y_desc_.get(), y, bias_desc_.get(), bias, identity_.get(), y_desc_.get(), y));
+  return absl::OkStatus();
+}
+
 bool Symmetric(const Geometry& g) {
   for (int64_t d = 0; d < g.nd; ++d) {
     if (g.pad_begin[d] != g.pad_end[d] || g.pad_begin[d] < 0) return false;
@@ -679,6 +721,9 @@ absl::StatusOr<CompiledOp> CompileConv(OpCompileContext& ctx) {
     if (st.used) {
       OTTR_CUDA_RETURN_IF_ERROR(kernels::Pad(st.pad, a.inputs[0], nullptr, ws, a.stream));
       xin = ws;
+    }
+    if (bias && conv->CanFuseBias()) {
+      return conv->RunWithBias(xin, a.inputs[1], a.inputs[2], a.outputs[0], ws + st.bytes, a.stream);
     }
     OTTR_RETURN_IF_ERROR(conv->Run(xin, a.inputs[1], a.outputs[0], ws + st.bytes, a.stream));
     if (bias) {

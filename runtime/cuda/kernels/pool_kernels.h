@@ -19,6 +19,10 @@
 //     output order (no atomics, deterministic): MaxPoolGrad re-finds each window's argmax from
 //     X, AveragePoolGrad adds dY / count, LpPoolGrad adds dY · sign(x)|x|^(p−1) / Y^(p−1)
 //     (nothing where Y = 0).
+//   Fast path of MaxPool and MaxPoolGrad (same results): 2-D (or 1-D) windows that tile the
+//     image (kernel == stride, dilation 1, no begin padding, floor mode): one thread per window,
+//     2x2 windows of even-width rows read (and written) as aligned pairs; MaxPoolGrad writes each
+//     dX element once (dY at the argmax, 0 elsewhere and past the last full window).
 // These kernels neither allocate nor synchronise (CUDA Graph capturable).
 #ifndef OTTR_RUNTIME_CUDA_KERNELS_POOL_KERNELS_H_
 #define OTTR_RUNTIME_CUDA_KERNELS_POOL_KERNELS_H_
@@ -69,7 +73,8 @@ enum class GlobalPoolKind : int { kAverage = 0, kMax = 1, kLp = 2 };
 cudaError_t GlobalPool(int dtype, GlobalPoolKind kind, int64_t p, int64_t planes, int64_t size,
                        const void* x, void* y, cudaStream_t s);
 
-// y[n, c, s] += bias[c] over [batch, channels, spatial] (the convolutions' bias; float types).
+// y[n, c, s] += bias[c] over [batch, channels, spatial] (the convolutions' bias; float types;
+// four elements a thread when spatial is a multiple of 4).
 cudaError_t AddChannelBias(int dtype, int64_t batch, int64_t channels, int64_t spatial,
                            const void* bias, void* y, cudaStream_t s);
 

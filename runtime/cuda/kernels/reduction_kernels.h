@@ -9,7 +9,9 @@
 //            axes of size 1): y[i] = finalize(x[i]).
 //   kRow     the innermost dim is reduced: each output reduces `inner` contiguous elements per
 //            "segment", over the segments spanned by the other reduced dims. A warp (small N, or
-//            many outputs) or a 256-thread block per unit, float4 loads for aligned float32.
+//            many outputs) or a 256-thread block per unit, float4 loads for aligned float32
+//            (threads then run over the flattened positions across segments, four loads in
+//            flight, so short rows such as a bias gradient's H·W keep every thread busy).
 //   kColumn  the innermost dim is kept: threads of a (32 x 8) block run along the `inner`
 //            contiguous outputs (coalesced, float4 for float32), the 8 rows of the block and the
 //            loop split the reduced positions.
