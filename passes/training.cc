@@ -9,6 +9,7 @@
 #include "ir/status.h"
 #include "passes/autodiff.h"
 #include "passes/fusion_passes.h"
+#include "passes/mixed_precision.h"
 #include "passes/standard_passes.h"
 
 namespace ottr::passes {
@@ -341,6 +342,16 @@ std::unique_ptr<Pass> Simplify() {
 
 std::string GradName(const std::string& param) { return param + ".grad"; }
 
+const char* PrecisionName(Precision p) {
+  switch (p) {
+    case Precision::kFp32: return "fp32";
+    case Precision::kTf32: return "tf32";
+    case Precision::kBf16: return "bf16";
+    case Precision::kFp16: return "fp16";
+  }
+  return "?";
+}
+
 absl::StatusOr<std::vector<Value*>> TrainableParameters(const ir::Graph& g,
                                                         const std::string& freeze) {
   std::optional<std::regex> re;
@@ -463,6 +474,10 @@ class GroupOptimizerUpdatesPass : public Pass {
 absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
   pm.Add(CreateInferShapesPass(spec.batch, spec.dims));
   pm.Add(Simplify());
+  if (spec.precision == Precision::kBf16 || spec.precision == Precision::kFp16) {
+    pm.Add(CreateMixedPrecisionPass(
+        spec.precision == Precision::kBf16 ? DType::kBFloat16 : DType::kFloat16, spec.keep_fp32));
+  }
   pm.Add(std::make_unique<AppendLossPass>(spec.loss));
   pm.Add(std::make_unique<AutodiffPass>(spec.freeze, spec.expose_gradients));
   if (spec.optimizer.max_grad_norm > 0) {

@@ -52,6 +52,13 @@ struct OptimizerSpec {
   float max_grad_norm = 0.0f;  // > 0: clip gradients by their global L2 norm
 };
 
+// Numeric precision of the step. kFp32 and kTf32 differ only in the CUDA executor's TF32 setting
+// (float32 GEMMs/convolutions on TF32 tensor cores or not); kBf16 and kFp16 add the
+// mixed-precision pass (passes/mixed_precision.h): GEMMs and convolutions in the 16-bit type with
+// float32 accumulation, everything else and the parameters (master weights) in float32.
+enum class Precision { kFp32, kTf32, kBf16, kFp16 };
+const char* PrecisionName(Precision p);  // "fp32", "tf32", "bf16", "fp16"
+
 struct TrainingSpec {
   LossSpec loss;
   OptimizerSpec optimizer;
@@ -67,6 +74,9 @@ struct TrainingSpec {
   // ottr::FusedGemm nodes (passes/fusion_passes.h): one cuBLASLt epilogue launch where there were
   // several kernels. The tools turn it on for the CUDA executor.
   bool fuse_epilogues = false;
+  Precision precision = Precision::kFp32;
+  // Regex: with kBf16/kFp16, GEMM/conv nodes whose origin or output name matches stay float32.
+  std::string keep_fp32;
   // Pass names BuildTrainingGraph skips (merged into PassManagerOptions::disabled), so tools that
   // only build the step (bench, train) honour --disable-passes.
   std::set<std::string> disabled_passes;
@@ -76,7 +86,8 @@ struct TrainingSpec {
 std::string GradName(const std::string& param);
 
 // Adds the training pipeline's passes, in order, to `pm`:
-//   infer-shapes, simplify (constant-folding + cse + dce), append-loss, autodiff,
+//   infer-shapes, simplify (constant-folding + cse + dce), mixed-precision (when spec.precision
+//   is kBf16 or kFp16), append-loss, autodiff,
 //   clip-gradients (when asked), optimizer, batchnorm-statistics, simplify,
 //   group-optimizer-updates (when spec.multi_tensor_updates), fuse-gemm-epilogue,
 //   fuse-gemm-dact-bgrad, fuse-gemm-bgrad (when spec.fuse_epilogues).

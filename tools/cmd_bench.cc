@@ -69,14 +69,17 @@ absl::Status CmdBench(const std::vector<std::string>& argv) {
     if (!s.empty() && s.back().is_static()) classes = s.back().value();
   }
   const runtime::TensorMap feeds = RandomFeeds(*step, classes, 1);
-  const std::string precision = device == "cuda" && !args.has("no-tf32") ? "tf32" : "fp32";
+  // TF32 is a CUDA tensor-core mode: on the CPU a tf32 run is plain float32.
+  const std::string precision = device != "cuda" && spec.precision == passes::Precision::kTf32
+                                    ? "fp32"
+                                    : passes::PrecisionName(spec.precision);
   std::vector<double> us;
   int64_t launches = 0, peak = 0;
   std::vector<std::pair<const ir::Node*, double>> per_op;
   if (device == "cuda") {
 #ifdef OTTR_HAVE_CUDA
     cuda::CudaExecutorOptions o;
-    o.tf32 = !args.has("no-tf32");
+    o.tf32 = spec.precision == passes::Precision::kTf32;
     o.use_cuda_graph = !args.has("no-cuda-graph");
     o.algo_cache_file = args.get("algo-cache");
     OTTR_ASSIGN_OR_RETURN(auto exec, cuda::CudaExecutor::Create(*step, o));

@@ -60,7 +60,9 @@ absl::Status CmdTrain(const std::vector<std::string>& argv) {
   if (nan != "stop" && nan != "skip") return absl::InvalidArgumentError("--nan-policy: expected stop or skip");
   config.nan_skip = nan == "skip";
   config.device = ResolveDevice(args.get("device", "auto"));
-  config.tf32 = !args.has("no-tf32");
+  // TF32 only for --precision tf32 (the default): fp32 is exact float32, and with bf16/fp16 the
+  // layers kept in float32 (--keep-fp32) are exact float32 too.
+  config.tf32 = config.spec.precision == passes::Precision::kTf32;
   config.cuda_graph = !args.has("no-cuda-graph");
   config.algo_cache = args.get("algo-cache");
   if (config.device == "cuda" && !args.has("multi-tensor-optimizer")) config.spec.multi_tensor_updates = true;

@@ -11,10 +11,10 @@ std::set<std::string> TrainingValueFlags() {
   return {"loss", "logits", "loss-output", "ignore-index", "label-smoothing", "optimizer", "lr",
           "momentum", "dampening", "weight-decay", "beta1", "beta2", "eps", "clip-grad-norm",
           "batch", "freeze", "dim", "multi-tensor-optimizer", "fuse-epilogues",
-          "disable-passes"};
+          "disable-passes", "precision", "keep-fp32"};
 }
 
-std::set<std::string> TrainingSwitchFlags() { return {"nesterov"}; }
+std::set<std::string> TrainingSwitchFlags() { return {"nesterov", "no-tf32"}; }
 
 absl::StatusOr<passes::TrainingSpec> ParseTrainingSpec(const Args& args, int64_t default_batch) {
   passes::TrainingSpec spec;
@@ -49,6 +49,28 @@ absl::StatusOr<passes::TrainingSpec> ParseTrainingSpec(const Args& args, int64_t
   // --disable-passes NAME[,NAME...]: pipeline passes to skip (e.g. fuse-gemm-bgrad).
   for (absl::string_view p : absl::StrSplit(args.get("disable-passes"), ',', absl::SkipEmpty())) {
     spec.disabled_passes.insert(std::string(p));
+  }
+  // --precision fp32|tf32|bf16|fp16 (default tf32: float32 with TF32 GEMMs/convolutions on CUDA);
+  // --no-tf32 is --precision fp32.
+  const std::string precision = args.get("precision", args.has("no-tf32") ? "fp32" : "tf32");
+  if (precision == "fp32") {
+    spec.precision = passes::Precision::kFp32;
+  } else if (precision == "tf32") {
+    spec.precision = passes::Precision::kTf32;
+  } else if (precision == "bf16") {
+    spec.precision = passes::Precision::kBf16;
+  } else if (precision == "fp16") {
+    spec.precision = passes::Precision::kFp16;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("--precision ", precision, ": expected fp32, tf32, bf16 or fp16"));
+  }
+  if (args.has("no-tf32") && spec.precision == passes::Precision::kTf32) {
+    return absl::InvalidArgumentError("--no-tf32 contradicts --precision tf32");
+  }
+  spec.keep_fp32 = args.get("keep-fp32");
+  if (!spec.keep_fp32.empty() && spec.precision != passes::Precision::kBf16 &&
+      spec.precision != passes::Precision::kFp16) {
+    return absl::InvalidArgumentError("--keep-fp32 applies to --precision bf16 or fp16");
   }
   OTTR_ASSIGN_OR_RETURN(spec.loss.ignore_index, args.get_int("ignore-index", -100));
   OTTR_ASSIGN_OR_RETURN(double smoothing, args.get_double("label-smoothing", 0.0));

@@ -39,10 +39,10 @@
 // math mode, layout (packed NCHW), every dim, pad, stride, dilation and the group count; the
 // cache file's header carries the cuDNN version and the device (CudaLibraries::VersionTag), so a
 // second compile of the same shape, in this process or from --algo-cache, runs no search.
-// Math: float32 with TF32 allowed and float16 use CUDNN_TENSOR_OP_MATH; float32 with TF32 off uses
-// CUDNN_FMA_MATH (on Ampere and later CUDNN_DEFAULT_MATH still permits TF32 for float32 — cuDNN
-// API reference, cudnnMathType_t); float64 uses CUDNN_DEFAULT_MATH. bfloat16 convolutions are not
-// offered (Unimplemented).
+// Math: float32 with TF32 allowed, float16 and bfloat16 use CUDNN_TENSOR_OP_MATH (16-bit types
+// with a CUDNN_DATA_FLOAT compute type: float32 accumulation; bfloat16 needs sm_80+); float32
+// with TF32 off uses CUDNN_FMA_MATH (on Ampere and later CUDNN_DEFAULT_MATH still permits TF32
+// for float32 — cuDNN API reference, cudnnMathType_t); float64 uses CUDNN_DEFAULT_MATH.
 //
 // Pooling runs on our own kernels (kernels/pool_kernels.cu), not cudnnPooling*: ONNX's
 // semantics (the first maximum and NaN propagation, Indices with storage_order, ceil_mode
@@ -249,10 +249,11 @@ absl::StatusOr<cudnnDataType_t> DnnType(const OpCompileContext& ctx, DType t) {
   switch (t) {
     case DType::kFloat32: return CUDNN_DATA_FLOAT;
     case DType::kFloat16: return CUDNN_DATA_HALF;
+    case DType::kBFloat16: return CUDNN_DATA_BFLOAT16;
     case DType::kFloat64: return CUDNN_DATA_DOUBLE;
     default:
       return ctx.Unsupported(absl::StrCat("convolution of element type ", ir::DTypeName(t),
-                                          " on CUDA (float16, float, double)"));
+                                          " on CUDA (float16, bfloat16, float, double)"));
   }
 }
 
@@ -371,7 +372,8 @@ absl::StatusOr<std::shared_ptr<CudnnConv>> CudnnConv::Create(OpCompileContext& c
   }
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
   bool fma_only = false;
-  if (s.dtype == DType::kFloat16 || (s.dtype == DType::kFloat32 && ctx.libs().tf32())) {
+  if (s.dtype == DType::kFloat16 || s.dtype == DType::kBFloat16 ||
+      (s.dtype == DType::kFloat32 && ctx.libs().tf32())) {
     math = CUDNN_TENSOR_OP_MATH;
   } else if (s.dtype == DType::kFloat32) {
     math = CUDNN_FMA_MATH;  // CUDNN_DEFAULT_MATH would still allow TF32 on sm_80+

@@ -5,6 +5,7 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include "absl/strings/str_cat.h"
+#include "ir/fused_gemm.h"
 #include "ir/status.h"
 #include "runtime/cuda/cuda_libraries.h"
 #include "runtime/cuda/cuda_ops.h"
@@ -146,11 +147,75 @@ absl::StatusOr<CompiledOp> CompileMatMul(OpCompileContext& ctx) {
   return op;
 }
 
+// ottr::FusedGemm (ir/fused_gemm.h): one cublasLtMatmul with the node's epilogue. The bias is
+// CUBLASLT_MATMUL_DESC_BIAS_POINTER (input 2, or output 1 for the bias gradients), the ReLU mask or
+// GELU pre-activation CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER (output 1 forward, input 3
+// backward) with CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = RoundUp(N, 128) bits for the mask and N
+// elements for the pre-activation, both in cuBLASLt's column-major view where the row-major
+// [M, N] output is N x M. ottr's A is cuBLASLt's B (lt_gemm.h), so bgrada is BGRADB and bgradb
+// BGRADA. An extra output nobody reads is not written (the epilogue without it runs instead).
+absl::StatusOr<CompiledOp> CompileFusedGemm(OpCompileContext& ctx) {
+  const ir::Node& n = ctx.node();
+  const std::string name = n.GetString("epilogue", "bias");
+  const std::optional<ir::FusedEpilogue> fe = ir::ParseFusedEpilogue(name);
+  if (!fe) return ctx.Error(absl::StrCat("unknown epilogue \"", name, "\""));
+  const std::vector<int64_t> ad = ctx.input_dims(0), bd = ctx.input_dims(1);
+  if (ad.size() != 2 || bd.size() != 2) return ctx.Error("FusedGemm needs 2-D A and B");
+  GemmConfig c;
+  c.dtype = ctx.input_type(0).dtype;
+  c.trans_a = n.GetInt("transA", 0) != 0;
+  c.trans_b = n.GetInt("transB", 0) != 0;
+  c.m = c.trans_a ? ad[1] : ad[0];
+  c.k = c.trans_a ? ad[0] : ad[1];
+  c.n = c.trans_b ? bd[0] : bd[1];
+  c.alpha = n.GetFloat("alpha", 1.0f);
+  const bool out1 = ctx.num_outputs() > 1 && ctx.output_needed(1);
+  using E = ir::FusedEpilogue;
+  switch (*fe) {
+    case E::kBias: c.epilogue = GemmEpilogue::kBias; break;
+    case E::kReluBias: c.epilogue = GemmEpilogue::kReluBias; break;
+    case E::kReluAuxBias: c.epilogue = out1 ? GemmEpilogue::kReluAuxBias : GemmEpilogue::kReluBias; break;
+    case E::kGeluBias: c.epilogue = GemmEpilogue::kGeluBias; break;
+    case E::kGeluAuxBias: c.epilogue = out1 ? GemmEpilogue::kGeluAuxBias : GemmEpilogue::kGeluBias; break;
+    case E::kDRelu: c.epilogue = GemmEpilogue::kDRelu; break;
+    case E::kDReluBgrad: c.epilogue = out1 ? GemmEpilogue::kDReluBgrad : GemmEpilogue::kDRelu; break;
+    case E::kDGelu: c.epilogue = GemmEpilogue::kDGelu; break;
+    case E::kDGeluBgrad: c.epilogue = out1 ? GemmEpilogue::kDGeluBgrad : GemmEpilogue::kDGelu; break;
+    case E::kBgradA: c.epilogue = out1 ? GemmEpilogue::kBgradB : GemmEpilogue::kDefault; break;
+    case E::kBgradB: c.epilogue = out1 ? GemmEpilogue::kBgradA : GemmEpilogue::kDefault; break;
+  }
+  const bool relu = ir::EpilogueIsRelu(*fe);
+  if (ir::EpilogueWritesAux(*fe) || ir::EpilogueTakesAux(*fe)) {
+    c.aux_ld = relu ? (c.n + 127) / 128 * 128 : c.n;  // bits for the mask, elements otherwise
+    if (!relu && c.n % 8 != 0) {
+      return ctx.Unsupported(absl::StrCat("the GELU aux leading dimension ", c.n,
+                                          " is not a multiple of 8 (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD)"));
+    }
+  }
+  OTTR_ASSIGN_OR_RETURN(std::shared_ptr<LtGemm> gemm, LtGemm::Create(ctx.libs(), c));
+  const bool bias_in = ir::EpilogueTakesBias(*fe);
+  const bool bias_out = ir::EpilogueWritesBiasGrad(*fe) && out1;
+  const bool aux_in = ir::EpilogueTakesAux(*fe);
+  const bool aux_out = ir::EpilogueWritesAux(*fe) && out1;
+  CompiledOp op;
+  op.workspace_bytes = gemm->workspace_bytes();
+  op.launch = [gemm, bias_in, bias_out, aux_in, aux_out](const LaunchArgs& a) -> absl::Status {
+    nvtxRangePushA("FusedGemm");
+    const void* bias = bias_in ? a.inputs[2] : bias_out ? a.outputs[1] : nullptr;
+    void* aux = aux_in ? a.inputs[3] : aux_out ? a.outputs[1] : nullptr;
+    absl::Status s = gemm->Run(a.inputs[0], a.inputs[1], a.outputs[0], bias, aux, a.workspace, a.stream);
+    nvtxRangePop();
+    return s;
+  };
+  return op;
+}
+
 }  // namespace
 
 void RegisterGemmCudaOps(CudaOpRegistry& r) {
   r.Register("", "Gemm", CompileGemm);
   r.Register("", "MatMul", CompileMatMul);
+  r.Register(std::string(ir::kOttrDomain), ir::kFusedGemmOp, CompileFusedGemm);
 }
 
 }  // namespace ottr::cuda

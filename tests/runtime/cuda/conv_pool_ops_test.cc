@@ -416,12 +416,37 @@ TEST(CudaConvPoolOpsTest, GlobalPoolsMatchCpu) {
   }
 }
 
-TEST(CudaConvPoolOpsTest, RejectsBFloat16Convolutions) {
+TEST(CudaConvPoolOpsTest, BFloat16ConvolutionsMatchCpu) {
   OTTR_REQUIRE_CUDA_DEVICE();
-  // The CPU reference computes bfloat16 convolutions in float; the CUDA executor does not offer
-  // them (cuDNN's legacy API), and says so at compile time, naming the node.
-  Case conv{"Conv", {In(RandomOf(DType::kBFloat16, {1, 2, 5, 5}, 1)), In(RandomOf(DType::kBFloat16, {3, 2, 3, 3}, 2))}};
-  ExpectCudaRejects(conv, absl::StatusCode::kUnimplemented);
+  // bfloat16 in and out, float32 accumulation on both sides (cuDNN's CUDNN_DATA_FLOAT compute
+  // type; the CPU widens to float and rounds once): the sums differ only in order, so the results
+  // differ by at most one bfloat16 rounding step (2^-7 relative) where a sum lies near a rounding
+  // boundary: 2 steps of tolerance. The 2-D geometries (what mixed-precision CNNs use).
+  int seed = 700;
+  const DType t = DType::kBFloat16;
+  const double tol = 2 * std::ldexp(1.0, -7);
+  for (const ConvCase& c : ConvCases()) {
+    if (c.x.size() != 4) continue;
+    SCOPED_TRACE(c.name);
+    std::vector<Input> ins = {In(RandomOf(t, c.x, ++seed)), In(RandomOf(t, c.w, ++seed))};
+    if (c.bias) ins.push_back(In(RandomOf(t, {c.w[0]}, ++seed)));
+    Case k{"Conv", ins, c.attrs};
+    k.rtol = k.atol = tol;
+    ExpectMatchesCpu(k);
+    auto y = ConvOutputDims(c);
+    ASSERT_TRUE(y.ok()) << y.status();
+    const Tensor dy = RandomOf(t, *y, ++seed);
+    Attrs gi = c.attrs;
+    gi["input_shape"] = Ints(c.x);
+    Case input{"ConvGradInput", {In(dy), In(RandomOf(t, c.w, ++seed))}, gi, 1, kOttr};
+    input.rtol = input.atol = tol;
+    ExpectMatchesCpu(input);
+    Attrs gf = c.attrs;
+    gf["kernel_shape"] = Ints(Dims(c.w.begin() + 2, c.w.end()));
+    Case filter{"ConvGradFilter", {In(dy), In(RandomOf(t, c.x, ++seed))}, gf, 1, kOttr};
+    filter.rtol = filter.atol = tol;
+    ExpectMatchesCpu(filter);
+  }
 }
 
 #ifdef OTTR_HAVE_CUDA

@@ -1,0 +1,117 @@
+// Schemas of the ops the fusion passes make. ottr::FusedGemm's contract is in ir/fused_gemm.h.
+// Fusion runs on the training step after autodiff, so fused ops have no gradient rule.
+#include "absl/strings/str_cat.h"
+#include "ir/fused_gemm.h"
+#include "ir/op_registry.h"
+#include "ir/ops/shape_helpers.h"
+#include "ir/status.h"
+
+namespace ottr::ir {
+
+std::optional<FusedEpilogue> ParseFusedEpilogue(absl::string_view name) {
+  for (FusedEpilogue e :
+       {FusedEpilogue::kBias, FusedEpilogue::kReluBias, FusedEpilogue::kReluAuxBias, FusedEpilogue::kGeluBias,
+        FusedEpilogue::kGeluAuxBias, FusedEpilogue::kDRelu, FusedEpilogue::kDReluBgrad, FusedEpilogue::kDGelu,
+        FusedEpilogue::kDGeluBgrad, FusedEpilogue::kBgradA, FusedEpilogue::kBgradB}) {
+    if (name == FusedEpilogueName(e)) return e;
+  }
+  return std::nullopt;
+}
+
+const char* FusedEpilogueName(FusedEpilogue e) {
+  switch (e) {
+    case FusedEpilogue::kBias: return "bias";
+    case FusedEpilogue::kReluBias: return "relu_bias";
+    case FusedEpilogue::kReluAuxBias: return "relu_aux_bias";
+    case FusedEpilogue::kGeluBias: return "gelu_bias";
+    case FusedEpilogue::kGeluAuxBias: return "gelu_aux_bias";
+    case FusedEpilogue::kDRelu: return "drelu";
+    case FusedEpilogue::kDReluBgrad: return "drelu_bgrad";
+    case FusedEpilogue::kDGelu: return "dgelu";
+    case FusedEpilogue::kDGeluBgrad: return "dgelu_bgrad";
+    case FusedEpilogue::kBgradA: return "bgrada";
+    case FusedEpilogue::kBgradB: return "bgradb";
+  }
+  return "?";
+}
+
+namespace {
+
+using Kind = Attribute::Kind;
+
+absl::Status InferFusedGemm(InferenceContext& ctx) {
+  const std::string name = ctx.node().GetString("epilogue", "bias");
+  const std::optional<FusedEpilogue> e = ParseFusedEpilogue(name);
+  if (!e) return ctx.Error(absl::StrCat("unknown epilogue \"", name, "\""));
+  const TensorType& at = ctx.input_type(0);
+  const TensorType& bt = ctx.input_type(1);
+  if (!at.is_static() || !bt.is_static()) {
+    return ctx.Error(absl::StrCat("A ", at.ToString(), " and B ", bt.ToString(), " must have static shapes"));
+  }
+  const DType t = at.dtype;
+  if (!IsFloat(t) || bt.dtype != t) {
+    return ctx.Error(absl::StrCat("A ", at.ToString(), " and B ", bt.ToString(), " must have one float type"));
+  }
+  const std::vector<int64_t> a = StaticDims(*at.shape), b = StaticDims(*bt.shape);
+  if (a.size() != 2 || b.size() != 2) {
+    return ctx.Error(absl::StrCat("A ", at.ToString(), " and B ", bt.ToString(), " must be 2-D"));
+  }
+  const bool ta = ctx.node().GetInt("transA", 0) != 0;
+  const bool tb = ctx.node().GetInt("transB", 0) != 0;
+  const int64_t m = ta ? a[1] : a[0], k = ta ? a[0] : a[1];
+  const int64_t kb = tb ? b[1] : b[0], n = tb ? b[0] : b[1];
+  if (k != kb) {
+    return ctx.Error(absl::StrCat("inner dimensions differ: A ", at.ToString(), ta ? " (transA)" : "", " and B ",
+                                  bt.ToString(), tb ? " (transB)" : ""));
+  }
+  const bool has_bias = ctx.has_input(2), has_aux = ctx.has_input(3);
+  if (has_bias != EpilogueTakesBias(*e) || has_aux != EpilogueTakesAux(*e)) {
+    return ctx.Error(absl::StrCat("epilogue ", name, " takes ", EpilogueTakesBias(*e) ? "a bias (input 2)" : "no bias",
+                                  " and ", EpilogueTakesAux(*e) ? "an aux (input 3)" : "no aux"));
+  }
+  if (has_bias) {
+    const TensorType& c = ctx.input_type(2);
+    const bool row = c.is_static() && c.dtype == t &&
+                     ((c.rank() == 1 && StaticDims(*c.shape)[0] == n) ||
+                      (c.rank() == 2 && StaticDims(*c.shape) == std::vector<int64_t>{1, n}));
+    if (!row) return ctx.Error(absl::StrCat("bias ", c.ToString(), " must be [", n, "] or [1,", n, "]"));
+  }
+  if (has_aux) {
+    const TensorType& x = ctx.input_type(3);
+    const TensorType want = EpilogueIsRelu(*e) ? TensorType(DType::kUInt8, Shape{m, ReluMaskRowBytes(n)})
+                                               : TensorType(t, Shape{m, n});
+    if (x != want) return ctx.Error(absl::StrCat("aux ", x.ToString(), " must be ", want.ToString()));
+  }
+  const int want_outputs = EpilogueWritesAux(*e) || EpilogueWritesBiasGrad(*e) ? 2 : 1;
+  if (ctx.num_outputs() != want_outputs) {
+    return ctx.Error(absl::StrCat("epilogue ", name, " has ", want_outputs, " outputs, got ", ctx.num_outputs()));
+  }
+  ctx.set_output_type(0, TensorType(t, Shape{m, n}));
+  if (*e == FusedEpilogue::kReluAuxBias) {
+    ctx.set_output_type(1, TensorType(DType::kUInt8, Shape{m, ReluMaskRowBytes(n)}));
+  } else if (*e == FusedEpilogue::kGeluAuxBias) {
+    ctx.set_output_type(1, TensorType(t, Shape{m, n}));
+  } else if (*e == FusedEpilogue::kBgradA) {
+    ctx.set_output_type(1, TensorType(t, Shape{m}));
+  } else if (EpilogueWritesBiasGrad(*e)) {
+    ctx.set_output_type(1, TensorType(t, Shape{n}));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void RegisterFusedOps(OpRegistry& r) {
+  r.Register(OpSchemaBuilder(std::string(kOttrDomain), kFusedGemmOp)
+                 .Inputs(2, 4)
+                 .Outputs(1, 2)
+                 .Attr("transA", Kind::kInt)
+                 .Attr("transB", Kind::kInt)
+                 .Attr("alpha", Kind::kFloat)
+                 .Attr("epilogue", Kind::kString, /*required=*/true)
+                 .Shape(InferFusedGemm)
+                 .NotDifferentiable()
+                 .Build());
+}
+
+}  // namespace ottr::ir

@@ -1,0 +1,273 @@
+// The backward GEMM fusions (fusion_passes.h): "fuse-gemm-dact-bgrad" and "fuse-gemm-bgrad".
+//
+// fuse-gemm-dact-bgrad, for a layer whose forward is a fused ReLU (or tanh GELU) GEMM:
+//   before:  %a, = ottr::FusedGemm(%x, %w1, %b1) {epilogue = "relu_bias", transB = 1}
+//            ...
+//            %da = Gemm(%dy, %w2)                         (only reader: the ReluGrad)
+//            %dh = ottr::ReluGrad(%da, %a)
+//            %s = ReduceSum(%dh, [0]) {keepdims = 1}      %b1.grad = Reshape(%s, [512])
+//   after:   %a, %a.relu_mask = ottr::FusedGemm(%x, %w1, %b1) {epilogue = "relu_aux_bias", transB = 1}
+//            %dh, %b1.grad = ottr::FusedGemm(%dy, %w2, _, %a.relu_mask) {epilogue = "drelu_bgrad"}
+// ReluGrad is dY · [Y > 0] with Y the Relu output, and the mask bit is [pre-activation > 0]: the
+// same predicate. GeluGrad reads the pre-activation, which the forward's gelu_aux_bias writes:
+//            %dh, %b1.grad = ottr::FusedGemm(%dy, %w2, _, %h) {epilogue = "dgelu_bgrad"}
+// Without a bias-gradient ReduceSum of %dh the epilogue is drelu / dgelu.
+//
+// fuse-gemm-bgrad, for a bias gradient left over:
+//   before:  %w.grad = Gemm(%dy, %x) {transA = 1}         %s = ReduceSum(%dy, [0]) {keepdims = 1}
+//            %b.grad = Reshape(%s, [10])
+//   after:   %w.grad, %b.grad = ottr::FusedGemm(%dy, %x) {epilogue = "bgrada", transA = 1}
+// The sum must run over the GEMM's k dimension of the operand it reads: A = dY with transA (sum
+// over A's axis 0) -> bgrada (cuBLASLt BGRADB), or B = dY without transB (axis 0) -> bgradb
+// (cuBLASLt BGRADA). cuBLASLt's bias gradient is not scaled by alpha: alpha must be 1.
+#include "absl/strings/str_cat.h"
+#include "ir/status.h"
+#include "passes/fusion_passes.h"
+#include "passes/fusion_util.h"
+
+namespace ottr::passes {
+namespace {
+
+using fusion::Remark;
+using ir::FusedEpilogue;
+using ir::Node;
+using ir::Value;
+
+std::map<std::string, ir::Attribute> GemmAttrs(const Node* g, FusedEpilogue e) {
+  std::map<std::string, ir::Attribute> attrs = {{"epilogue", ir::Attribute(ir::FusedEpilogueName(e))}};
+  if (g->GetInt("transA", 0) != 0) attrs["transA"] = ir::Attribute(int64_t{1});
+  if (g->GetInt("transB", 0) != 0) attrs["transB"] = ir::Attribute(int64_t{1});
+  if (g->GetFloat("alpha", 1.0f) != 1.0f) attrs["alpha"] = ir::Attribute(g->GetFloat("alpha", 1.0f));
+  return attrs;
+}
+
+// --- fuse-gemm-dact-bgrad -----------------------------------------------------------------------
+
+constexpr char kDAct[] = "fuse-gemm-dact-bgrad";
+
+struct DActPlan {
+  Node* grad = nullptr;     // ReluGrad / GeluGrad
+  Node* gemm = nullptr;     // dX = Gemm(dY, W) feeding it
+  Node* forward = nullptr;  // the fused forward GEMM
+  bool relu = true;
+  std::optional<fusion::BiasGradMatch> bias;
+};
+
+std::optional<DActPlan> MatchDAct(Node* r, std::string* why) {
+  DActPlan p;
+  p.grad = r;
+  p.relu = r->op_type() == "ReluGrad";
+  Value* da = r->input(0);
+  Value* z = r->input(1);
+  const ir::TensorType& t = r->output(0)->type();
+  if (std::string d = fusion::UnsupportedDType(t.dtype); !d.empty()) {
+    *why = d;
+    return std::nullopt;
+  }
+  if (!p.relu && r->GetString("approximate", "none") != "tanh") {
+    *why = "GeluGrad of the erf form (cuBLASLt's DGELU is the tanh approximation)";
+    return std::nullopt;
+  }
+  Node* f = z->producer();
+  const std::optional<FusedEpilogue> fe = fusion::FusedEpilogueOf(f);
+  if (p.relu) {
+    if (!fe || (*fe != FusedEpilogue::kReluBias && *fe != FusedEpilogue::kReluAuxBias) || z->producer_index() != 0) {
+      *why = absl::StrCat("ReluGrad reads ", z->name(), ", not the output of a fused relu GEMM");
+      return std::nullopt;
+    }
+  } else if (!fe || *fe != FusedEpilogue::kGeluAuxBias || z->producer_index() != 1) {
+    *why = absl::StrCat("GeluGrad reads ", z->name(), ", not the pre-activation written by a gelu_aux_bias GEMM");
+    return std::nullopt;
+  }
+  p.forward = f;
+  Node* g = da->producer();
+  if (!fusion::IsPlainGemm(g)) {
+    *why = absl::StrCat("dY ", da->name(), " is not made by a plain Gemm (",
+                        g ? g->Describe() : std::string("no producer"), ")");
+    return std::nullopt;
+  }
+  if (fusion::SoleUser(da) != r) {
+    *why = absl::StrCat("two users: ", da->name(), " is read by ", da->uses().size(),
+                        " nodes (or is a graph output), the epilogue would overwrite it");
+    return std::nullopt;
+  }
+  if (da->type() != t || da->type() != f->output(0)->type()) {
+    *why = absl::StrCat("shapes differ: ", da->type().ToString(), " vs ", f->output(0)->type().ToString());
+    return std::nullopt;
+  }
+  p.gemm = g;
+  p.bias = fusion::FindBiasGrad(r->output(0), 0);
+  return p;
+}
+
+absl::Status RewriteDAct(ir::Graph& g, DActPlan& p, std::ostream* remarks) {
+  Value* aux = nullptr;
+  fusion::Renames renames;
+  std::string forward_note;
+  if (p.relu) {
+    if (*fusion::FusedEpilogueOf(p.forward) == FusedEpilogue::kReluBias) {
+      // The forward now also writes the ReLU mask.
+      Node* f = p.forward;
+      std::map<std::string, ir::Attribute> attrs = f->attrs();
+      attrs["epilogue"] = ir::Attribute(ir::FusedEpilogueName(FusedEpilogue::kReluAuxBias));
+      OTTR_ASSIGN_OR_RETURN(
+          Node * f2, fusion::AddInferred(g, {f->op_type(), f->domain(), f->inputs(),
+                                             {g.UniqueName(f->output(0)->name() + ".fused"),
+                                              g.UniqueName(f->output(0)->name() + ".relu_mask")},
+                                             std::move(attrs), f->origin()}));
+      renames.Replace(g, f->output(0), f2->output(0));
+      OTTR_RETURN_IF_ERROR(g.EraseNode(f));
+      renames.Apply(g);
+      p.forward = f2;
+      forward_note = absl::StrCat("; ", f2->Describe(), " now relu_aux_bias");
+    }
+    aux = p.forward->output(1);
+  } else {
+    aux = p.forward->output(1);
+  }
+  const FusedEpilogue e = p.relu ? (p.bias ? FusedEpilogue::kDReluBgrad : FusedEpilogue::kDRelu)
+                                 : (p.bias ? FusedEpilogue::kDGeluBgrad : FusedEpilogue::kDGelu);
+  Node* gemm = p.gemm;
+  std::vector<std::string> names = {g.UniqueName(p.grad->output(0)->name() + ".fused")};
+  if (p.bias) names.push_back(g.UniqueName(p.bias->result->name() + ".fused"));
+  OTTR_ASSIGN_OR_RETURN(Node * b, fusion::AddInferred(g, {std::string(ir::kFusedGemmOp), std::string(ir::kOttrDomain),
+                                                          {gemm->input(0), gemm->input(1), nullptr, aux}, names,
+                                                          GemmAttrs(gemm, e), gemm->origin()}));
+  std::string what = absl::StrCat(gemm->Describe(), " + ", p.grad->Describe());
+  renames.Replace(g, p.grad->output(0), b->output(0));
+  std::vector<Node*> dead;
+  if (p.bias) {
+    absl::StrAppend(&what, " + ", p.bias->chain[0]->Describe());
+    renames.Replace(g, p.bias->result, b->output(1));
+    dead.insert(dead.end(), p.bias->chain.rbegin(), p.bias->chain.rend());
+  }
+  dead.push_back(p.grad);
+  dead.push_back(gemm);
+  OTTR_RETURN_IF_ERROR(fusion::EraseDead(g, dead));
+  renames.Apply(g);
+  Remark(remarks, kDAct,
+         absl::StrCat("fused ", what, " -> ottr::FusedGemm ", ir::FusedEpilogueName(e), forward_note,
+                      p.bias ? "" : " (no bias gradient of this layer to fuse)"));
+  return absl::OkStatus();
+}
+
+class FuseGemmDActBgradPass : public Pass {
+ public:
+  absl::string_view name() const override { return kDAct; }
+
+  absl::StatusOr<bool> Run(ir::Graph& g) override {
+    OTTR_ASSIGN_OR_RETURN(std::vector<Node*> order, g.TopoOrder());
+    // A rewrite erases its own ReluGrad/GeluGrad, a Gemm, a ReduceSum chain and (replaced) a
+    // forward FusedGemm: never another candidate, so `roots` stays valid.
+    std::vector<Node*> roots;
+    for (Node* n : order) {
+      if (fusion::IsOttr(n, "ReluGrad") || fusion::IsOttr(n, "GeluGrad")) roots.push_back(n);
+    }
+    bool changed = false;
+    for (Node* n : roots) {
+      std::string why;
+      std::optional<DActPlan> p = MatchDAct(n, &why);
+      if (!p) {
+        Remark(remarks(), kDAct, absl::StrCat("declined ", n->Describe(), ": ", why));
+        continue;
+      }
+      OTTR_RETURN_IF_ERROR(RewriteDAct(g, *p, remarks()));
+      changed = true;
+    }
+    return changed;
+  }
+};
+
+// --- fuse-gemm-bgrad ----------------------------------------------------------------------------
+
+constexpr char kBgrad[] = "fuse-gemm-bgrad";
+
+struct BgradPlan {
+  fusion::BiasGradMatch bias;
+  Node* gemm = nullptr;
+  FusedEpilogue epilogue = FusedEpilogue::kBgradA;
+};
+
+std::optional<BgradPlan> MatchBgrad(Node* s, std::string* why) {
+  BgradPlan p;
+  int axis = -1;
+  std::optional<fusion::BiasGradMatch> m = fusion::MatchBiasGrad(s, &axis, why);
+  if (!m) return std::nullopt;
+  p.bias = *m;
+  Value* d = s->input(0);
+  if (std::string t = fusion::UnsupportedDType(d->type().dtype); !t.empty()) {
+    *why = t;
+    return std::nullopt;
+  }
+  for (const ir::Use& u : d->uses()) {
+    Node* g = u.node;
+    if (!fusion::IsPlainGemm(g) || g->GetFloat("alpha", 1.0f) != 1.0f || g->input(0) == g->input(1)) continue;
+    const bool ta = g->GetInt("transA", 0) != 0, tb = g->GetInt("transB", 0) != 0;
+    if (u.index == 0 && axis == (ta ? 0 : 1)) {
+      p.gemm = g;
+      p.epilogue = FusedEpilogue::kBgradA;
+      return p;
+    }
+    if (u.index == 1 && axis == (tb ? 1 : 0)) {
+      p.gemm = g;
+      p.epilogue = FusedEpilogue::kBgradB;
+      return p;
+    }
+  }
+  *why = absl::StrCat("no plain Gemm (alpha 1) reads ", d->name(), " with the summed axis ", axis,
+                      " as its k dimension");
+  return std::nullopt;
+}
+
+absl::Status RewriteBgrad(ir::Graph& g, const BgradPlan& p, std::ostream* remarks) {
+  Node* gemm = p.gemm;
+  OTTR_ASSIGN_OR_RETURN(
+      Node * b, fusion::AddInferred(g, {std::string(ir::kFusedGemmOp), std::string(ir::kOttrDomain),
+                                        {gemm->input(0), gemm->input(1)},
+                                        {g.UniqueName(gemm->output(0)->name() + ".fused"),
+                                         g.UniqueName(p.bias.result->name() + ".fused")},
+                                        GemmAttrs(gemm, p.epilogue), gemm->origin()}));
+  const std::string what = absl::StrCat(gemm->Describe(), " + ", p.bias.chain[0]->Describe());
+  fusion::Renames renames;
+  renames.Replace(g, gemm->output(0), b->output(0));
+  renames.Replace(g, p.bias.result, b->output(1));
+  std::vector<Node*> dead(p.bias.chain.rbegin(), p.bias.chain.rend());
+  dead.push_back(gemm);
+  OTTR_RETURN_IF_ERROR(fusion::EraseDead(g, dead));
+  renames.Apply(g);
+  Remark(remarks, kBgrad, absl::StrCat("fused ", what, " -> ottr::FusedGemm ", ir::FusedEpilogueName(p.epilogue)));
+  return absl::OkStatus();
+}
+
+class FuseGemmBgradPass : public Pass {
+ public:
+  absl::string_view name() const override { return kBgrad; }
+
+  absl::StatusOr<bool> Run(ir::Graph& g) override {
+    OTTR_ASSIGN_OR_RETURN(std::vector<Node*> order, g.TopoOrder());
+    std::vector<Node*> roots;
+    for (Node* n : order) {
+      if (fusion::IsOnnx(n, "ReduceSum")) roots.push_back(n);
+    }
+    bool changed = false;
+    for (Node* n : roots) {
+      // Erasures remove only the matched ReduceSum (and its Reshape, Gemm): other roots survive.
+      std::string why;
+      std::optional<BgradPlan> p = MatchBgrad(n, &why);
+      if (!p) {
+        Remark(remarks(), kBgrad, absl::StrCat("declined ", n->Describe(), ": ", why));
+        continue;
+      }
+      OTTR_RETURN_IF_ERROR(RewriteBgrad(g, *p, remarks()));
+      changed = true;
+    }
+    return changed;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> CreateFuseGemmDActBgradPass() { return std::make_unique<FuseGemmDActBgradPass>(); }
+std::unique_ptr<Pass> CreateFuseGemmBgradPass() { return std::make_unique<FuseGemmBgradPass>(); }
+
+}  // namespace ottr::passes

@@ -1,0 +1,74 @@
+// Helpers shared by the GEMM fusion passes (fuse_gemm_epilogue.cc, fuse_gemm_backward.cc).
+#ifndef OTTR_PASSES_FUSION_UTIL_H_
+#define OTTR_PASSES_FUSION_UTIL_H_
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "ir/fused_gemm.h"
+#include "ir/graph.h"
+
+namespace ottr::passes::fusion {
+
+// Writes "<pass>: <text>\n" to `out` when it is not null.
+void Remark(std::ostream* out, absl::string_view pass, absl::string_view text);
+
+// "" when cuBLASLt's epilogues run on `t` (f32, f16, bf16), else the reason they do not.
+std::string UnsupportedDType(ir::DType t);
+
+// The node that is the only reader of `v` (and `v` is not a graph output or state update), else
+// null.
+ir::Node* SoleUser(const ir::Value* v);
+
+// Node is `op` in the ai.onnx domain.
+bool IsOnnx(const ir::Node* n, absl::string_view op);
+bool IsOttr(const ir::Node* n, absl::string_view op);
+
+// The FusedGemm epilogue of `n`, or nullopt when `n` is not an ottr::FusedGemm.
+std::optional<ir::FusedEpilogue> FusedEpilogueOf(const ir::Node* n);
+
+// A plain matrix product the backward passes can take over: an ONNX Gemm with no C (or beta 0),
+// 2-D static operands.
+bool IsPlainGemm(const ir::Node* n);
+
+// A bias gradient of `d` (2-D): ReduceSum(d, axes = [axis]) with keepdims 0, or with keepdims 1
+// followed by a Reshape to 1-D that is its only reader. `result` is the 1-D value; `chain` the
+// nodes to erase once `result` is replaced, in order.
+struct BiasGradMatch {
+  ir::Value* result = nullptr;
+  std::vector<ir::Node*> chain;
+};
+// Matches the pattern rooted at ReduceSum `s`; on failure returns the reason in `why`. `axis` is
+// the reduced axis (0 or 1).
+std::optional<BiasGradMatch> MatchBiasGrad(ir::Node* s, int* axis, std::string* why);
+// The first bias gradient of `d` over `axis` among its readers.
+std::optional<BiasGradMatch> FindBiasGrad(const ir::Value* d, int axis);
+
+// Adds `spec`, infers its shapes and returns it.
+absl::StatusOr<ir::Node*> AddInferred(ir::Graph& g, ir::NodeSpec spec);
+
+// Erases `nodes` in order (each must be dead by then), then any Constant nodes that fed them and
+// are now unread.
+absl::Status EraseDead(ir::Graph& g, const std::vector<ir::Node*>& nodes);
+
+// Replaces `from` (every reader) by `to` and gives `to` the name of `from` once `from` is gone:
+// call Rename after the erasures.
+struct Renames {
+  std::vector<std::pair<ir::Value*, std::string>> pending;
+  void Replace(ir::Graph& g, ir::Value* from, ir::Value* to) {
+    g.ReplaceAllUsesWith(from, to);
+    pending.emplace_back(to, from->name());
+  }
+  void Apply(ir::Graph& g) {
+    for (auto& [v, name] : pending) g.RenameValue(v, name);
+    pending.clear();
+  }
+};
+
+}  // namespace ottr::passes::fusion
+
+#endif  // OTTR_PASSES_FUSION_UTIL_H_

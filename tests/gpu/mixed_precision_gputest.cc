@@ -1,0 +1,107 @@
+// Mixed-precision training steps on the GPU against the CPU reference's mixed-precision step:
+// the MLP and the CNN in bf16 and fp16, one step from the same parameters and batch. The CUDA
+// step is what `ottr train --precision bf16` runs (fused GEMM epilogues, multi-tensor optimizer);
+// the CPU step is the plain pipeline.
+//
+// Tolerance. Both sides run every GEMM/convolution on the same 16-bit inputs with float32
+// accumulation and round the output once; they differ only in the order of the float32 sums
+// (~1e-6 relative), so an output differs by one rounding step of the 16-bit type (2u: bf16
+// 7.8e-3, fp16 9.8e-4 relative) only where a sum lies within that of a rounding boundary (a
+// fraction ~1e-6/2u of the elements), and ReLU/MaxPool decisions (signs and maxima computed before
+// the rounding) agree. Propagated through the step that stays far below u normwise; we allow u
+// per gradient (‖g_gpu − g_cpu‖ / ‖g_cpu‖ ≤ u) and u/4 on the loss, which still fails on a GEMM
+// that accumulates in the 16-bit type (its error grows like sqrt(k)·u) or that skips a cast.
+#include <cmath>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "importer/onnx_importer.h"
+#include "passes/training.h"
+#include "runtime/cpu/cpu_executor.h"
+#include "runtime/cuda/cuda_executor.h"
+#include "tests/test_util.h"
+
+namespace ottr {
+namespace {
+
+class MixedPrecisionGpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+std::unique_ptr<ir::Graph> MakeStep(const ir::Graph& forward, int64_t batch, passes::Precision precision,
+                                    bool cuda_pipeline) {
+  passes::TrainingSpec spec;
+  spec.batch = batch;
+  spec.precision = precision;
+  spec.expose_gradients = true;
+  spec.multi_tensor_updates = cuda_pipeline;
+  spec.fuse_epilogues = cuda_pipeline;
+  auto step = passes::BuildTrainingGraph(forward, spec);
+  EXPECT_TRUE(step.ok()) << step.status();
+  return step.ok() ? std::move(*step) : nullptr;
+}
+
+double NormwiseError(const ir::Tensor& got, const ir::Tensor& want) {
+  double d = 0, n = 0;
+  for (int64_t i = 0; i < want.num_elements(); ++i) {
+    const double w = want.GetAsDouble(i);
+    d += (got.GetAsDouble(i) - w) * (got.GetAsDouble(i) - w);
+    n += w * w;
+  }
+  return n > 0 ? std::sqrt(d / n) : std::sqrt(d);
+}
+
+void ExpectGpuStepMatchesCpu(const std::string& model, std::vector<int64_t> input_dims, passes::Precision precision) {
+  SCOPED_TRACE(absl::StrCat(model, " ", passes::PrecisionName(precision)));
+  auto forward = importer::ImportModelFile(testing::SourcePath(model));
+  ASSERT_TRUE(forward.ok()) << forward.status();
+  auto cpu_step = MakeStep(**forward, input_dims[0], precision, false);
+  auto gpu_step = MakeStep(**forward, input_dims[0], precision, true);
+  ASSERT_TRUE(cpu_step && gpu_step);
+  runtime::TensorMap feeds;
+  feeds[(*forward)->inputs()[0]->name()] = testing::RandomFloat(input_dims, 21, -1.0f, 1.0f);
+  feeds[passes::kLabelsInput] = testing::RandomInt64({input_dims[0]}, 22, 0, 9);
+  feeds[passes::kLrInput] = ir::Tensor::Scalar<float>(1e-2f);
+  auto cpu = runtime::cpu::CpuExecutor::Create(*cpu_step);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  cuda::CudaExecutorOptions o;
+  o.tf32 = false;
+  auto gpu = cuda::CudaExecutor::Create(*gpu_step, o);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto want = (*cpu)->Run(feeds);
+  ASSERT_TRUE(want.ok()) << want.status();
+  auto got = (*gpu)->Run(feeds);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(want->size(), got->size());
+  const double u = precision == passes::Precision::kBf16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+  const double loss_err = std::abs((*got)[0].GetAsDouble(0) - (*want)[0].GetAsDouble(0)) / std::abs((*want)[0].GetAsDouble(0));
+  std::printf("%s %s: loss cpu %.6f gpu %.6f\n", model.c_str(), passes::PrecisionName(precision),
+              (*want)[0].GetAsDouble(0), (*got)[0].GetAsDouble(0));
+  EXPECT_LE(loss_err, u / 4);
+  for (size_t i = 1; i < got->size(); ++i) {
+    const std::string& name = gpu_step->outputs()[i]->name();
+    ASSERT_EQ(name, cpu_step->outputs()[i]->name());
+    const double e = NormwiseError((*got)[i], (*want)[i]);
+    std::printf("  %-18s normwise %.3g\n", name.c_str(), e);
+    EXPECT_LE(e, u) << name;
+  }
+}
+
+TEST_F(MixedPrecisionGpuTest, MlpStepMatchesCpuInBf16AndFp16) {
+  for (passes::Precision p : {passes::Precision::kBf16, passes::Precision::kFp16}) {
+    ExpectGpuStepMatchesCpu("models/mlp/model.onnx", {64, 784}, p);
+  }
+}
+
+TEST_F(MixedPrecisionGpuTest, CnnStepMatchesCpuInBf16AndFp16) {
+  for (passes::Precision p : {passes::Precision::kBf16, passes::Precision::kFp16}) {
+    ExpectGpuStepMatchesCpu("models/cnn/model.onnx", {16, 1, 28, 28}, p);
+  }
+}
+
+}  // namespace
+}  // namespace ottr

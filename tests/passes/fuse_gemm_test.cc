@@ -1,0 +1,605 @@
+// The GEMM fusion passes (passes/fusion_passes.h): IR text in, the pass, printed IR compared with
+// the expected text, the remark that explains it, and the graph run before and after on the CPU
+// reference (bitwise equal where the fused kernel repeats the unfused arithmetic, ReLU/bias; a
+// tight bound otherwise). Where a pass must not fire, the IR is unchanged and the remark names
+// the reason. Then whole training steps of models/mlp and models/cnn with and without fusion.
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "importer/onnx_importer.h"
+#include "ir/op_registry.h"
+#include "ir/parser.h"
+#include "ir/verifier.h"
+#include "passes/fusion_passes.h"
+#include "passes/memory_planner.h"
+#include "passes/training.h"
+#include "runtime/cpu/cpu_executor.h"
+#include "runtime/tensor_compare.h"
+#include "tests/test_util.h"
+
+namespace ottr {
+namespace {
+
+std::unique_ptr<ir::Graph> Parse(const std::string& text) {
+  auto g = ir::ParseGraph(text);
+  EXPECT_TRUE(g.ok()) << g.status();
+  if (!g.ok()) return nullptr;
+  absl::Status s = ir::InferGraphShapes(ir::OpRegistry::Global(), **g);
+  EXPECT_TRUE(s.ok()) << s;
+  return std::move(*g);
+}
+
+// Random feeds (never zero) for every graph input; float initializers get random values too, so a
+// bias is not all zeros.
+runtime::TensorMap Feeds(ir::Graph& g, uint64_t seed) {
+  runtime::TensorMap feeds;
+  for (const ir::Value* v : g.inputs()) {
+    const std::vector<int64_t> dims = ir::StaticDims(*v->type().shape);
+    ir::Tensor t = testing::RandomFloat(dims, seed++, -1.0f, 1.0f);
+    if (v->type().dtype == ir::DType::kFloat64) {
+      ir::Tensor c(v->type().dtype, dims);
+      for (int64_t i = 0; i < t.num_elements(); ++i) c.data<double>()[i] = t.GetAsDouble(i);
+      t = std::move(c);
+    }
+    feeds[v->name()] = std::move(t);
+  }
+  return feeds;
+}
+
+std::vector<ir::Tensor> RunCpu(const ir::Graph& g, const runtime::TensorMap& feeds) {
+  auto e = runtime::cpu::CpuExecutor::Create(g);
+  EXPECT_TRUE(e.ok()) << e.status();
+  if (!e.ok()) return {};
+  auto out = (*e)->Run(feeds);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? std::move(*out) : std::vector<ir::Tensor>{};
+}
+
+struct Result {
+  std::unique_ptr<ir::Graph> before, after;
+  bool changed = false;
+  std::string remarks;
+};
+
+Result RunPass(std::unique_ptr<passes::Pass> pass, const std::string& text) {
+  Result r;
+  r.before = Parse(text);
+  r.after = Parse(text);
+  if (!r.before || !r.after) return r;
+  std::ostringstream remarks;
+  pass->set_remarks(&remarks);
+  auto changed = pass->Run(*r.after);
+  EXPECT_TRUE(changed.ok()) << changed.status();
+  r.changed = changed.ok() && *changed;
+  r.remarks = remarks.str();
+  absl::Status v = ir::VerifyGraph(*r.after);
+  EXPECT_TRUE(v.ok()) << v << "\n" << r.after->ToString();
+  return r;
+}
+
+// Both graphs compute the same outputs: bitwise when rtol = 0.
+void ExpectSameNumbers(const Result& r, double rtol = 0.0) {
+  runtime::TensorMap feeds = Feeds(*r.before, 11);
+  std::vector<ir::Tensor> want = RunCpu(*r.before, feeds);
+  std::vector<ir::Tensor> got = RunCpu(*r.after, feeds);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (rtol == 0.0) {
+      EXPECT_TRUE(got[i].BitwiseEquals(want[i])) << "output " << i << "\n got  " << got[i].DebugString(8)
+                                                 << "\n want " << want[i].DebugString(8);
+    } else {
+      absl::Status s = runtime::AllClose(got[i], want[i], rtol, rtol);
+      EXPECT_TRUE(s.ok()) << "output " << i << ": " << s;
+    }
+  }
+}
+
+// The body of a graph's printed form without the header lines, for compact expectations.
+std::string Body(const ir::Graph& g) {
+  std::string out;
+  for (absl::string_view line : absl::StrSplit(g.ToString(), '\n')) {
+    if (absl::StartsWith(line, "  %") || absl::StartsWith(line, "  output")) absl::StrAppend(&out, line, "\n");
+  }
+  return out;
+}
+
+// --- fuse-gemm-epilogue -----------------------------------------------------------------------------
+
+constexpr char kGemmRelu[] = R"(graph "g" {
+  opset ai.onnx 17
+  input %x : f32[8,32]
+  input %w : f32[16,32]
+  input %b : f32[16]
+  %h : f32[8,16] = Gemm(%x, %w, %b) {transB = 1} origin "fc"
+  %a : f32[8,16] = Relu(%h) origin "relu"
+  output %a
+})";
+
+TEST(FuseGemmEpilogueTest, FusesGemmBiasRelu) {
+  Result r = RunPass(passes::CreateFuseGemmEpiloguePass(), kGemmRelu);
+  ASSERT_TRUE(r.after);
+  EXPECT_TRUE(r.changed);
+  EXPECT_EQ(Body(*r.after),
+            "  %a : f32[8,16] = ottr::FusedGemm(%x, %w, %b) {epilogue = \"relu_bias\", transB = 1} origin \"fc\"\n"
+            "  output %a\n");
+  EXPECT_TRUE(absl::StrContains(r.remarks, "fused node 'fc' (Gemm) + node 'relu' (Relu) -> ottr::FusedGemm relu_bias"))
+      << r.remarks;
+  ExpectSameNumbers(r);
+}
+
+TEST(FuseGemmEpilogueTest, FusesMatMulAddWithBiasOnEitherSide) {
+  for (const char* add : {"Add(%p, %b)", "Add(%b, %p)"}) {
+    const std::string text = absl::StrCat(R"(graph "g" {
+  opset ai.onnx 17
+  input %x : f32[8,32]
+  input %w : f32[32,16]
+  input %b : f32[1,16]
+  %p : f32[8,16] = MatMul(%x, %w) origin "mm"
+  %y : f32[8,16] = )", add, R"( origin "add"
+  output %y
+})");
+    Result r = RunPass(passes::CreateFuseGemmEpiloguePass(), text);
+    ASSERT_TRUE(r.after);
+    EXPECT_EQ(Body(*r.after),
+              "  %y : f32[8,16] = ottr::FusedGemm(%x, %w, %b) {epilogue = \"bias\"} origin \"mm\"\n"
+              "  output %y\n");
+    // MatMul then Add rounds twice in another order than bias-then-accumulate: not bitwise.
+    ExpectSameNumbers(r, 1e-6);
+  }
+}
+
+// The backward reads the GELU pre-activation: the aux variant writes it as output 1.
+constexpr char kGelu[] = R"(graph "g" {
+  opset ai.onnx 20
+  input %x : f32[8,32]
+  input %w : f32[32,N]
+  input %b : f32[N]
+  input %dy : f32[8,N]
+  %p : f32[8,N] = MatMul(%x, %w) origin "mm"
+  %h : f32[8,N] = Add(%p, %b) origin "add"
+  %y : f32[8,N] = Gelu(%h) {approximate = "APPROX"} origin "gelu"
+  %dh : f32[8,N] = ottr::GeluGrad(%dy, %h) {approximate = "APPROX"} origin "gelu/grad"
+  output %y
+  output %dh
+})";
+
+std::string GeluText(int n, const std::string& approx) {
+  std::string t = kGelu;
+  for (auto [from, to] : {std::pair<std::string, std::string>{"N", std::to_string(n)}, {"APPROX", approx}}) {
+    size_t pos = 0;
+    while ((pos = t.find(from, pos)) != std::string::npos) {
+      t.replace(pos, from.size(), to);
+      pos += to.size();
+    }
+  }
+  return t;
+}
+
+TEST(FuseGemmEpilogueTest, GeluWithBackwardUsesTheAuxVariant) {
+  Result r = RunPass(passes::CreateFuseGemmEpiloguePass(), GeluText(16, "tanh"));
+  ASSERT_TRUE(r.after);
+  EXPECT_EQ(Body(*r.after),
+            "  %y : f32[8,16], %h : f32[8,16] = ottr::FusedGemm(%x, %w, %b) {epilogue = \"gelu_aux_bias\"} origin "
+            "\"mm\"\n"
+            "  %dh : f32[8,16] = ottr::GeluGrad(%dy, %h) {approximate = \"tanh\"} origin \"gelu/grad\"\n"
+            "  output %y, %dh\n");
+  ExpectSameNumbers(r, 1e-6);
+}
+
+TEST(FuseGemmEpilogueTest, MisalignedGeluAuxFusesTheBiasOnly) {
+  // N = 12: the pre-activation aux would have a leading dimension that is not a multiple of 8.
+  Result r = RunPass(passes::CreateFuseGemmEpiloguePass(), GeluText(12, "tanh"));
+  ASSERT_TRUE(r.after);
+  EXPECT_TRUE(absl::StrContains(Body(*r.after), "%h : f32[8,12] = ottr::FusedGemm(%x, %w, %b) {epilogue = \"bias\"}"))
+      << Body(*r.after);
+  EXPECT_TRUE(absl::StrContains(Body(*r.after), "= Gelu(%h)")) << Body(*r.after);
+  EXPECT_TRUE(absl::StrContains(r.remarks, "misaligned")) << r.remarks;
+  ExpectSameNumbers(r, 1e-6);
+}
+
+TEST(FuseGemmEpilogueTest, ErfGeluIsNotFused) {
+  Result r = RunPass(passes::CreateFuseGemmEpiloguePass(), GeluText(16, "none"));
+  ASSERT_TRUE(r.after);
+  EXPECT_TRUE(absl::StrContains(Body(*r.after), "= Gelu(%h)")) << Body(*r.after);
+  EXPECT_TRUE(absl::StrContains(r.remarks, "tanh approximation")) << r.remarks;
+}
+
+struct DeclineCase {
+  const char* name;
+  const char* text;
+  const char* reason;
+};
+
+class FuseGemmEpilogueDeclineTest : public ::testing::TestWithParam<DeclineCase> {};
+
+TEST_P(FuseGemmEpilogueDeclineTest, LeavesTheGraphAndSaysWhy) {
+  Result r = RunPass(passes::CreateFuseGemmEpiloguePass(), GetParam().text);
+  ASSERT_TRUE(r.after);
+  EXPECT_FALSE(r.changed);
+  EXPECT_EQ(r.after->ToString(), r.before->ToString());
+  EXPECT_TRUE(absl::StrContains(r.remarks, "declined")) << r.remarks;
+  EXPECT_TRUE(absl::StrContains(r.remarks, GetParam().reason)) << r.remarks;
+}
+
+const DeclineCase kDeclineCases[] = {
+        DeclineCase{"TwoUsers", R"(graph "g" {
+  opset ai.onnx 17
+  input %x : f32[8,32]
+  input %w : f32[32,16]
+  input %b : f32[16]
+  %p : f32[8,16] = MatMul(%x, %w) origin "mm"
+  %y : f32[8,16] = Add(%p, %b) origin "add"
+  %z : f32[8,16] = Relu(%p) origin "relu"
+  output %y
+  output %z
+})",
+                    "2 users"},
+        DeclineCase{"BiasIsAColumn", R"(graph "g" {
+  opset ai.onnx 17
+  input %x : f32[8,32]
+  input %w : f32[32,16]
+  input %b : f32[8,1]
+  %p : f32[8,16] = MatMul(%x, %w) origin "mm"
+  %y : f32[8,16] = Add(%p, %b) origin "add"
+  output %y
+})",
+                    "wrong bias shape"},
+        DeclineCase{"GemmCIsAMatrix", R"(graph "g" {
+  opset ai.onnx 17
+  input %x : f32[8,32]
+  input %w : f32[16,32]
+  input %c : f32[8,16]
+  %y : f32[8,16] = Gemm(%x, %w, %c) {transB = 1} origin "fc"
+  output %y
+})",
+                    "wrong bias shape"},
+        DeclineCase{"GemmBetaIsNotOne", R"(graph "g" {
+  opset ai.onnx 17
+  input %x : f32[8,32]
+  input %w : f32[16,32]
+  input %c : f32[16]
+  %y : f32[8,16] = Gemm(%x, %w, %c) {beta = 0.5, transB = 1} origin "fc"
+  output %y
+})",
+                    "beta 0.5"},
+        DeclineCase{"Float64", R"(graph "g" {
+  opset ai.onnx 17
+  input %x : f64[8,32]
+  input %w : f64[16,32]
+  input %b : f64[16]
+  %h : f64[8,16] = Gemm(%x, %w, %b) {transB = 1} origin "fc"
+  %a : f64[8,16] = Relu(%h) origin "relu"
+  output %a
+})",
+                    "unsupported element type f64"},
+        DeclineCase{"BatchedMatMul", R"(graph "g" {
+  opset ai.onnx 17
+  input %x : f32[2,8,32]
+  input %w : f32[32,16]
+  input %b : f32[16]
+  %p : f32[2,8,16] = MatMul(%x, %w) origin "mm"
+  %y : f32[2,8,16] = Add(%p, %b) origin "add"
+  output %y
+})",
+                    "not static matrices"},
+        DeclineCase{"NoBias", R"(graph "g" {
+  opset ai.onnx 17
+  input %x : f32[8,32]
+  input %w : f32[32,16]
+  %p : f32[8,16] = MatMul(%x, %w) origin "mm"
+  %y : f32[8,16] = Relu(%p) origin "relu"
+  output %y
+})",
+                    "no bias"}};
+
+INSTANTIATE_TEST_SUITE_P(Cases, FuseGemmEpilogueDeclineTest, ::testing::ValuesIn(kDeclineCases),
+                         [](const ::testing::TestParamInfo<DeclineCase>& info) { return std::string(info.param.name); });
+
+TEST(FuseGemmEpilogueTest, ReluWhosePreActivationIsReadElsewhereFusesTheBiasOnly) {
+  Result r = RunPass(passes::CreateFuseGemmEpiloguePass(), R"(graph "g" {
+  opset ai.onnx 17
+  input %x : f32[8,32]
+  input %w : f32[16,32]
+  input %b : f32[16]
+  %h : f32[8,16] = Gemm(%x, %w, %b) {transB = 1} origin "fc"
+  %a : f32[8,16] = Relu(%h) origin "relu"
+  output %a
+  output %h
+})");
+  ASSERT_TRUE(r.after);
+  EXPECT_TRUE(absl::StrContains(Body(*r.after), "= Relu(%h)")) << Body(*r.after);
+  EXPECT_TRUE(absl::StrContains(r.remarks, "graph output")) << r.remarks;
+  ExpectSameNumbers(r);
+}
+
+// --- fuse-gemm-dact-bgrad -----------------------------------------------------------------------
+
+// Two layers' forward (fused) and the backward of the second into the first.
+constexpr char kBackward[] = R"(graph "g" {
+  opset ai.onnx 17
+  input %x : f32[8,32]
+  input %w1 : f32[16,32]
+  input %b1 : f32[16]
+  input %w2 : f32[4,16]
+  input %dy : f32[8,4]
+  %a : f32[8,16] = ottr::FusedGemm(%x, %w1, %b1) {epilogue = "relu_bias", transB = 1} origin "fc1"
+  %da : f32[8,16] = Gemm(%dy, %w2) origin "fc2/grad"
+  %dh : f32[8,16] = ottr::ReluGrad(%da, %a) origin "relu/grad"
+  %axes : i64[1] = Constant() {value = tensor<i64[1] [0]>} origin "fc1/grad"
+  %s : f32[1,16] = ReduceSum(%dh, %axes) {keepdims = 1} origin "fc1/grad"
+  %shape : i64[1] = Constant() {value = tensor<i64[1] [16]>} origin "fc1/grad"
+  %b1.grad : f32[16] = Reshape(%s, %shape) origin "fc1/grad"
+  %w1.grad : f32[16,32] = Gemm(%dh, %x) {transA = 1} origin "fc1/grad"
+  output %a
+  output %w1.grad
+  output %b1.grad
+})";
+
+TEST(FuseGemmDActBgradTest, FusesReluGradAndBiasGradientIntoTheDxGemm) {
+  Result r = RunPass(passes::CreateFuseGemmDActBgradPass(), kBackward);
+  ASSERT_TRUE(r.after);
+  EXPECT_TRUE(r.changed);
+  EXPECT_EQ(Body(*r.after),
+            "  %a : f32[8,16], %a.relu_mask : u8[8,16] = ottr::FusedGemm(%x, %w1, %b1) {epilogue = \"relu_aux_bias\", "
+            "transB = 1} origin \"fc1\"\n"
+            "  %dh : f32[8,16], %b1.grad : f32[16] = ottr::FusedGemm(%dy, %w2, _, %a.relu_mask) {epilogue = "
+            "\"drelu_bgrad\"} origin \"fc2/grad\"\n"
+            "  %w1.grad : f32[16,32] = Gemm(%dh, %x) {transA = 1} origin \"fc1/grad\"\n"
+            "  output %a, %w1.grad, %b1.grad\n");
+  EXPECT_TRUE(absl::StrContains(r.remarks, "drelu_bgrad; node 'fc1' (ottr.FusedGemm) now relu_aux_bias")) << r.remarks;
+  ExpectSameNumbers(r);
+}
+
+TEST(FuseGemmDActBgradTest, WithoutABiasGradientUsesDRelu) {
+  std::string text = kBackward;
+  text = text.substr(0, text.find("  %axes")) + "  %w1.grad : f32[16,32] = Gemm(%dh, %x) {transA = 1} origin \"g\"\n"
+         "  output %a\n  output %w1.grad\n}";
+  Result r = RunPass(passes::CreateFuseGemmDActBgradPass(), text);
+  ASSERT_TRUE(r.after);
+  EXPECT_TRUE(absl::StrContains(Body(*r.after), "%dh : f32[8,16] = ottr::FusedGemm(%dy, %w2, _, %a.relu_mask) "
+                                                "{epilogue = \"drelu\"}"))
+      << Body(*r.after);
+  ExpectSameNumbers(r);
+}
+
+TEST(FuseGemmDActBgradTest, DeclinesWhenDyHasTwoUsers) {
+  std::string text = kBackward;
+  text.replace(text.find("  output %a\n"), 0, "  output %da\n");
+  Result r = RunPass(passes::CreateFuseGemmDActBgradPass(), text);
+  ASSERT_TRUE(r.after);
+  EXPECT_FALSE(r.changed);
+  EXPECT_EQ(r.after->ToString(), r.before->ToString());
+  EXPECT_TRUE(absl::StrContains(r.remarks, "two users")) << r.remarks;
+}
+
+TEST(FuseGemmDActBgradTest, DeclinesWhenTheForwardIsNotFused) {
+  std::string text = kBackward;
+  text.replace(text.find("  %a : f32[8,16] = ottr::FusedGemm"), std::string("  %a : f32[8,16] = ottr::FusedGemm(%x, %w1, %b1) {epilogue = \"relu_bias\", transB = 1} origin \"fc1\"").size(),
+               "  %h : f32[8,16] = Gemm(%x, %w1, %b1) {transB = 1} origin \"fc1\"\n  %a : f32[8,16] = Relu(%h) origin \"relu\"");
+  Result r = RunPass(passes::CreateFuseGemmDActBgradPass(), text);
+  ASSERT_TRUE(r.after);
+  EXPECT_FALSE(r.changed);
+  EXPECT_TRUE(absl::StrContains(r.remarks, "not the output of a fused relu GEMM")) << r.remarks;
+}
+
+TEST(FuseGemmDActBgradTest, FusesGeluGradIntoDGeluBgrad) {
+  Result fwd = RunPass(passes::CreateFuseGemmEpiloguePass(), R"(graph "g" {
+  opset ai.onnx 20
+  input %x : f32[8,32]
+  input %w1 : f32[16,32]
+  input %b1 : f32[16]
+  input %w2 : f32[8,16]
+  input %dy : f32[8,8]
+  %h : f32[8,16] = Gemm(%x, %w1, %b1) {transB = 1} origin "fc1"
+  %a : f32[8,16] = Gelu(%h) {approximate = "tanh"} origin "gelu"
+  %da : f32[8,16] = Gemm(%dy, %w2) origin "fc2/grad"
+  %dh : f32[8,16] = ottr::GeluGrad(%da, %h) {approximate = "tanh"} origin "gelu/grad"
+  %axes : i64[1] = Constant() {value = tensor<i64[1] [0]>} origin "fc1/grad"
+  %b1.grad : f32[16] = ReduceSum(%dh, %axes) {keepdims = 0} origin "fc1/grad"
+  output %a
+  output %dh
+  output %b1.grad
+})");
+  ASSERT_TRUE(fwd.after);
+  const std::string fused_forward = fwd.after->ToString();
+  Result r = RunPass(passes::CreateFuseGemmDActBgradPass(), fused_forward);
+  ASSERT_TRUE(r.after);
+  EXPECT_EQ(Body(*r.after),
+            "  %a : f32[8,16], %h : f32[8,16] = ottr::FusedGemm(%x, %w1, %b1) {epilogue = \"gelu_aux_bias\", transB = "
+            "1} origin \"fc1\"\n"
+            "  %dh : f32[8,16], %b1.grad : f32[16] = ottr::FusedGemm(%dy, %w2, _, %h) {epilogue = \"dgelu_bgrad\"} "
+            "origin \"fc2/grad\"\n"
+            "  output %a, %dh, %b1.grad\n");
+  // Against the unfused original.
+  r.before = std::move(fwd.before);
+  ExpectSameNumbers(r, 1e-6);
+}
+
+// --- fuse-gemm-bgrad --------------------------------------------------------------------------------
+
+constexpr char kBgrad[] = R"(graph "g" {
+  opset ai.onnx 17
+  input %dy : f32[8,10]
+  input %x : f32[8,32]
+  %w.grad : f32[10,32] = Gemm(%dy, %x) {transA = 1} origin "fc/grad"
+  %axes : i64[1] = Constant() {value = tensor<i64[1] [0]>} origin "fc/grad"
+  %s : f32[1,10] = ReduceSum(%dy, %axes) {keepdims = 1} origin "fc/grad"
+  %shape : i64[1] = Constant() {value = tensor<i64[1] [10]>} origin "fc/grad"
+  %b.grad : f32[10] = Reshape(%s, %shape) origin "fc/grad"
+  output %w.grad
+  output %b.grad
+})";
+
+TEST(FuseGemmBgradTest, FusesTheBiasGradientIntoTheWeightGradient) {
+  Result r = RunPass(passes::CreateFuseGemmBgradPass(), kBgrad);
+  ASSERT_TRUE(r.after);
+  EXPECT_TRUE(r.changed);
+  EXPECT_EQ(Body(*r.after),
+            "  %w.grad : f32[10,32], %b.grad : f32[10] = ottr::FusedGemm(%dy, %x) {epilogue = \"bgrada\", transA = 1} "
+            "origin \"fc/grad\"\n"
+            "  output %w.grad, %b.grad\n");
+  EXPECT_TRUE(absl::StrContains(r.remarks, "-> ottr::FusedGemm bgrada")) << r.remarks;
+  ExpectSameNumbers(r);
+}
+
+TEST(FuseGemmBgradTest, TransposedWeightGradientUsesBgradb) {
+  // dWᵀ = Xᵀ · dY (a MatMul layer's weight gradient): dY is B, summed over its axis 0.
+  Result r = RunPass(passes::CreateFuseGemmBgradPass(), R"(graph "g" {
+  opset ai.onnx 17
+  input %dy : f32[8,10]
+  input %x : f32[8,32]
+  %w.grad : f32[32,10] = Gemm(%x, %dy) {transA = 1} origin "fc/grad"
+  %axes : i64[1] = Constant() {value = tensor<i64[1] [0]>} origin "fc/grad"
+  %b.grad : f32[10] = ReduceSum(%dy, %axes) {keepdims = 0} origin "fc/grad"
+  output %w.grad
+  output %b.grad
+})");
+  ASSERT_TRUE(r.after);
+  EXPECT_TRUE(absl::StrContains(Body(*r.after), "ottr::FusedGemm(%x, %dy) {epilogue = \"bgradb\", transA = 1}"))
+      << Body(*r.after);
+  ExpectSameNumbers(r);
+}
+
+TEST(FuseGemmBgradTest, DeclinesWhenTheSumIsAlsoReadElsewhere) {
+  std::string text = kBgrad;
+  text.replace(text.find("  output %w.grad\n"), 0, "  output %s\n");
+  Result r = RunPass(passes::CreateFuseGemmBgradPass(), text);
+  ASSERT_TRUE(r.after);
+  EXPECT_FALSE(r.changed);
+  EXPECT_EQ(r.after->ToString(), r.before->ToString());
+  EXPECT_TRUE(absl::StrContains(r.remarks, "another user")) << r.remarks;
+}
+
+TEST(FuseGemmBgradTest, DeclinesWhenTheSummedAxisIsNotTheGemmsK) {
+  // Summing dY over axis 1 is not the bias gradient of this GEMM.
+  std::string text = kBgrad;
+  text.replace(text.find("[0]>"), 4, "[1]>");
+  text.replace(text.find("%s : f32[1,10]"), 14, "%s : f32[8,1]");
+  text.replace(text.find("%b.grad : f32[10]"), 17, "%b.grad : f32[8]");
+  text.replace(text.find("tensor<i64[1] [10]>"), 19, "tensor<i64[1] [8]>");
+  Result r = RunPass(passes::CreateFuseGemmBgradPass(), text);
+  ASSERT_TRUE(r.after);
+  EXPECT_FALSE(r.changed);
+  EXPECT_TRUE(absl::StrContains(r.remarks, "as its k dimension")) << r.remarks;
+}
+
+TEST(FuseGemmBgradTest, DeclinesWhenAlphaIsNotOne) {
+  std::string text = kBgrad;
+  text.replace(text.find("{transA = 1}"), 12, "{alpha = 2.0, transA = 1}");
+  Result r = RunPass(passes::CreateFuseGemmBgradPass(), text);
+  ASSERT_TRUE(r.after);
+  EXPECT_FALSE(r.changed);
+  EXPECT_TRUE(absl::StrContains(r.remarks, "alpha 1")) << r.remarks;
+}
+
+// --- whole training steps --------------------------------------------------------------------------
+
+int CountOps(const ir::Graph& g, const std::string& op) {
+  int n = 0;
+  for (const ir::Node* node : g.nodes()) n += node->op_type() == op;
+  return n;
+}
+
+std::unique_ptr<ir::Graph> Step(const std::string& model, int64_t batch, bool fuse, std::string* remarks = nullptr) {
+  auto forward = importer::ImportModelFile(testing::SourcePath(model));
+  EXPECT_TRUE(forward.ok()) << forward.status();
+  if (!forward.ok()) return nullptr;
+  passes::TrainingSpec spec;
+  spec.batch = batch;
+  spec.expose_gradients = true;
+  spec.fuse_epilogues = fuse;
+  std::ostringstream r;
+  passes::PassManagerOptions o;
+  o.remarks = &r;
+  o.check_changed = true;
+  auto step = passes::BuildTrainingGraph(**forward, spec, o);
+  EXPECT_TRUE(step.ok()) << step.status();
+  if (remarks) *remarks = r.str();
+  return step.ok() ? std::move(*step) : nullptr;
+}
+
+// Three steps with and without fusion from the same state: loss, exposed gradients and every state
+// bit for bit (the fused CPU kernels repeat the unfused arithmetic).
+void ExpectStepsBitwiseEqual(const ir::Graph& plain, const ir::Graph& fused, std::vector<int64_t> x_dims) {
+  auto a = runtime::cpu::CpuExecutor::Create(plain);
+  auto b = runtime::cpu::CpuExecutor::Create(fused);
+  ASSERT_TRUE(a.ok() && b.ok());
+  runtime::TensorMap feeds;
+  feeds["x"] = testing::RandomFloat(x_dims, 5, -1.0f, 1.0f);
+  feeds[passes::kLabelsInput] = testing::RandomInt64({x_dims[0]}, 6, 0, 9);
+  feeds[passes::kLrInput] = ir::Tensor::Scalar<float>(1e-2f);
+  for (int k = 0; k < 3; ++k) {
+    auto ra = (*a)->Run(feeds);
+    auto rb = (*b)->Run(feeds);
+    ASSERT_TRUE(ra.ok() && rb.ok()) << ra.status() << rb.status();
+    ASSERT_EQ(ra->size(), rb->size());
+    for (size_t i = 0; i < ra->size(); ++i) {
+      EXPECT_TRUE((*ra)[i].BitwiseEquals((*rb)[i])) << "step " << k << " output " << plain.outputs()[i]->name();
+    }
+  }
+  for (const ir::StateUpdate& u : plain.updates()) {
+    const ir::Tensor* x = (*a)->State(u.target->name());
+    const ir::Tensor* y = (*b)->State(u.target->name());
+    ASSERT_TRUE(x && y) << u.target->name();
+    EXPECT_TRUE(x->BitwiseEquals(*y)) << u.target->name();
+  }
+}
+
+TEST(FuseGemmTrainingTest, MlpStepFusesEveryLayerAndComputesTheSameBits) {
+  std::string remarks;
+  auto plain = Step("models/mlp/model.onnx", 16, false);
+  auto fused = Step("models/mlp/model.onnx", 16, true, &remarks);
+  ASSERT_TRUE(plain && fused);
+  // 3 forward GEMMs, 2 drelu_bgrad (dX of fc3, fc2 with fc2's, fc1's bias gradient), 1 bgrada (fc3).
+  EXPECT_EQ(CountOps(*fused, "FusedGemm"), 6);
+  EXPECT_EQ(CountOps(*fused, "Gemm"), 2);  // fc2, fc1 weight gradients
+  EXPECT_EQ(CountOps(*fused, "Relu"), 0);
+  EXPECT_EQ(CountOps(*fused, "ReluGrad"), 0);
+  EXPECT_EQ(CountOps(*fused, "ReduceSum"), 0);
+  EXPECT_EQ(CountOps(*fused, "Reshape"), 0);
+  // Gone: 2 Relu, 2 ReluGrad, 3 ReduceSum, 3 Reshape, their 3 Constants, and 3 GEMMs merged into
+  // the fused ones.
+  EXPECT_EQ(plain->num_nodes() - fused->num_nodes(), 13) << plain->num_nodes() << " -> " << fused->num_nodes();
+  EXPECT_TRUE(absl::StrContains(remarks, "fuse-gemm-bgrad: fused node 'fc3/grad' (Gemm)")) << remarks;
+  // The memory plan still holds (the masks are planned like any value).
+  auto plan = passes::PlanMemory(*fused);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(passes::VerifyPlan(*fused, *plan).ok());
+  ExpectStepsBitwiseEqual(*plain, *fused, {16, 784});
+}
+
+TEST(FuseGemmTrainingTest, CnnStepFusesTheDenseLayersAndComputesTheSameBits) {
+  std::string remarks;
+  auto plain = Step("models/cnn/model.onnx", 4, false);
+  auto fused = Step("models/cnn/model.onnx", 4, true, &remarks);
+  ASSERT_TRUE(plain && fused);
+  EXPECT_EQ(CountOps(*fused, "FusedGemm"), 4);  // fc1 relu_aux_bias, fc2 bias, drelu_bgrad, bgrada
+  // The conv layers' ReluGrads and bias sums are not GEMM patterns: declined with a reason.
+  EXPECT_EQ(CountOps(*fused, "ReluGrad"), 2);
+  EXPECT_TRUE(absl::StrContains(remarks, "fuse-gemm-dact-bgrad: declined node 'relu2/grad'")) << remarks;
+  EXPECT_TRUE(absl::StrContains(remarks, "fuse-gemm-bgrad: declined node 'conv2/grad' (ReduceSum)")) << remarks;
+  ExpectStepsBitwiseEqual(*plain, *fused, {4, 1, 28, 28});
+}
+
+TEST(FuseGemmTrainingTest, DisabledPassesAreSkipped) {
+  auto forward = importer::ImportModelFile(testing::SourcePath("models/mlp/model.onnx"));
+  ASSERT_TRUE(forward.ok());
+  passes::TrainingSpec spec;
+  spec.batch = 8;
+  spec.fuse_epilogues = true;
+  spec.disabled_passes = {"fuse-gemm-dact-bgrad"};
+  auto step = passes::BuildTrainingGraph(**forward, spec);
+  ASSERT_TRUE(step.ok()) << step.status();
+  // Without dact-bgrad, bgrad takes every layer's bias gradient into its weight-gradient GEMM.
+  EXPECT_EQ(CountOps(**step, "ReluGrad"), 2);
+  EXPECT_EQ(CountOps(**step, "ReduceSum"), 0);
+  EXPECT_EQ(CountOps(**step, "FusedGemm"), 6);  // 3 forward + 3 bgrada
+}
+
+}  // namespace
+}  // namespace ottr
