@@ -6,7 +6,7 @@ export LD_LIBRARY_PATH=dev-bundle/lib
 out=${OUT:-/tmp/ottr-gpu}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-timeout 240 dev-bundle/bin/ottr_gpu_tests > "$out/gputests.log" 2>&1
+timeout 300 dev-bundle/bin/ottr_gpu_tests > "$out/gputests.log" 2>&1
 echo "gpu tests rc=$?"
 grep -E "^\[  FAILED  \]|PASSED  \]" "$out/gputests.log" | sort -u | head -60
 timeout 150 dev-bundle/bin/ottr test-data --device cuda --no-tf32 \
@@ -22,11 +22,19 @@ timeout 60 dev-bundle/bin/ottr train models/mlp/model.onnx --data tests/data/mod
 if [ "${COMPARE:-0}" = 1 ]; then
   BUNDLE=dev-bundle timeout 420 bench/compare "$out/compare" > "$out/compare.log" 2>&1
   echo "compare rc=$?"; tail -12 "$out/compare.log"
+  # Fusion on (default) against off, every model: µs, launches, peak bytes.
+  for m in "mlp_small.onnx 128" "mlp_small.onnx 8192" "mlp_big.onnx 4096" "cnn.onnx 128" "cnn.onnx 1024"; do
+    set -- $m
+    timeout 60 dev-bundle/bin/ottr bench "$out/compare/models/$1" --device cuda --batch $2 --optimizer adam --lr 1e-3 \
+      --fuse-epilogues off --name "${1%.onnx}_b$2_nofusion" --csv "$out/fusion_off.csv" > /dev/null 2>&1
+  done
+  cat "$out/fusion_off.csv"
   for m in "mlp_small.onnx 128" "cnn.onnx 1024" "cnn.onnx 128"; do
     set -- $m
     timeout 60 dev-bundle/bin/ottr bench "$out/compare/models/$1" --device cuda --batch $2 --optimizer adam --lr 1e-3 \
       --per-op --per-op-csv "$out/perop_${1%.onnx}_$2.csv" > "$out/perop_${1%.onnx}_$2.log" 2>&1
   done
+  tar czf "$out/compare.tgz" -C "$out" compare --exclude=models && rm -rf "$out/compare"
 else
   for m in "mlp 128" "mlp 8192" "cnn 128" "cnn 1024"; do
     set -- $m
