@@ -203,19 +203,21 @@ std::optional<BgradPlan> MatchBgrad(Node* s, std::string* why) {
     Node* g = u.node;
     if (!fusion::IsPlainGemm(g) || g->GetFloat("alpha", 1.0f) != 1.0f || g->input(0) == g->input(1)) continue;
     const bool ta = g->GetInt("transA", 0) != 0, tb = g->GetInt("transB", 0) != 0;
-    if (u.index == 0 && axis == (ta ? 0 : 1)) {
+    // cuBLASLt (13.1, H200) has kernels for bgrada only with transA and for bgradb only
+    // without transB (CUBLAS_STATUS_NOT_SUPPORTED otherwise): dW = dYᵀ·X and dW = Xᵀ·dY.
+    if (u.index == 0 && ta && axis == 0) {
       p.gemm = g;
       p.epilogue = FusedEpilogue::kBgradA;
       return p;
     }
-    if (u.index == 1 && axis == (tb ? 1 : 0)) {
+    if (u.index == 1 && !tb && axis == 0) {
       p.gemm = g;
       p.epilogue = FusedEpilogue::kBgradB;
       return p;
     }
   }
   *why = absl::StrCat("no plain Gemm (alpha 1) reads ", d->name(), " with the summed axis ", axis,
-                      " as its k dimension");
+                      " as its k dimension in a layout cuBLASLt's BGRAD epilogues support (A transposed or B not)");
   return std::nullopt;
 }
 

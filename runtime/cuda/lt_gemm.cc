@@ -1,6 +1,8 @@
 #include "runtime/cuda/lt_gemm.h"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -126,20 +128,92 @@ absl::StatusOr<std::unique_ptr<LtGemm>> LtGemm::Create(CudaLibraries& libs, cons
   const uint64_t max_ws = kMaxGemmWorkspace;
   OTTR_CUDA_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws, sizeof(max_ws)));
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kAutotuneCandidates] = {};
   int found = 0;
   OTTR_CUDA_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(libs.lt(), desc, g->a_layout_.get(),
                                                            g->b_layout_.get(), g->d_layout_.get(),
-                                                           g->d_layout_.get(), pref, 1, &result, &found));
+                                                           g->d_layout_.get(), pref, kAutotuneCandidates,
+                                                           results, &found));
   if (found == 0) {
     return absl::UnimplementedError(absl::StrCat("cuBLASLt has no algorithm for ", key));
   }
-  g->algo_ = result.algo;
-  g->workspace_bytes_ = static_cast<int64_t>(result.workspaceSize);
+  g->algo_ = results[0].algo;
+  g->workspace_bytes_ = static_cast<int64_t>(results[0].workspaceSize);
+  if (found > 1) OTTR_RETURN_IF_ERROR(g->Autotune(results, found));
   libs.StoreAlgo(key, absl::StrCat(absl::BytesToHexString(absl::string_view(
                                        reinterpret_cast<const char*>(&g->algo_), sizeof(g->algo_))),
                                    " ", absl::Hex(g->workspace_bytes_, absl::kZeroPad16)));
   return g;
+}
+
+// Times each heuristic candidate on scratch buffers (compile time, outside any captured graph)
+// and keeps the fastest: the heuristic's first choice is often not the fastest for epilogue
+// GEMMs. The contents of the scratch buffers do not matter for timing.
+absl::Status LtGemm::Autotune(const cublasLtMatmulHeuristicResult_t* results, int found) {
+  const GemmConfig& c = config_;
+  const int64_t esize = static_cast<int64_t>(ir::DTypeSize(c.dtype));
+  const int64_t batch = std::max<int64_t>(c.batch, 1);
+  auto span = [&](int64_t rows, int64_t ld, int64_t stride) {
+    return (batch > 1 ? stride * (batch - 1) : 0) + rows * ld;
+  };
+  const int64_t a_bytes = span(c.trans_a ? c.k : c.m, c.lda, c.stride_a) * esize;
+  const int64_t b_bytes = span(c.trans_b ? c.n : c.k, c.ldb, c.stride_b) * esize;
+  const int64_t d_bytes = span(c.m, c.ldc, c.stride_c) * esize;
+  const int64_t bias_bytes = std::max(c.m, c.n) * esize;
+  const int64_t aux_bytes = HasAux(c.epilogue) ? std::max<int64_t>(c.aux_ld, c.n) * c.m * esize : 0;
+  int64_t ws = 0;
+  for (int i = 0; i < found; ++i) ws = std::max<int64_t>(ws, static_cast<int64_t>(results[i].workspaceSize));
+  std::vector<void*> buffers;
+  auto alloc = [&](int64_t bytes) -> void* {
+    void* p = nullptr;
+    if (cudaMalloc(&p, std::max<int64_t>(bytes, 256)) != cudaSuccess) return nullptr;
+    cudaMemset(p, 0x3c, std::max<int64_t>(bytes, 256));
+    buffers.push_back(p);
+    return p;
+  };
+  void* a = alloc(a_bytes);
+  void* b = alloc(b_bytes);
+  void* d = alloc(d_bytes);
+  void* bias = alloc(bias_bytes);
+  void* aux = alloc(aux_bytes);
+  void* workspace = alloc(ws);
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  const bool ok = a && b && d && bias && aux && workspace && cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess &&
+                  cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess;
+  float best = -1;
+  if (ok) {
+    const cublasLtMatmulAlgo_t first = algo_;
+    const int64_t first_ws = workspace_bytes_;
+    for (int i = 0; i < found; ++i) {
+      algo_ = results[i].algo;
+      workspace_bytes_ = static_cast<int64_t>(results[i].workspaceSize);
+      if (!Run(a, b, d, bias, aux, workspace, stream).ok()) continue;  // warm-up; skip what fails
+      cudaEventRecord(start, stream);
+      bool failed = false;
+      for (int r = 0; r < 5 && !failed; ++r) failed = !Run(a, b, d, bias, aux, workspace, stream).ok();
+      cudaEventRecord(stop, stream);
+      if (failed || cudaEventSynchronize(stop) != cudaSuccess) continue;
+      float ms = 0;
+      cudaEventElapsedTime(&ms, start, stop);
+      if (best < 0 || ms < best) {
+        best = ms;
+        chosen_ = i;
+      }
+    }
+    algo_ = results[chosen_].algo;
+    workspace_bytes_ = static_cast<int64_t>(results[chosen_].workspaceSize);
+    if (best < 0) {  // nothing ran: keep the heuristic's choice
+      algo_ = first;
+      workspace_bytes_ = first_ws;
+    }
+  }
+  cudaGetLastError();
+  if (stream != nullptr) cudaStreamDestroy(stream);
+  if (start != nullptr) cudaEventDestroy(start);
+  if (stop != nullptr) cudaEventDestroy(stop);
+  for (void* p : buffers) cudaFree(p);
+  return absl::OkStatus();
 }
 
 absl::Status LtGemm::Run(const void* a, const void* b, void* d, const void* bias, void* aux,

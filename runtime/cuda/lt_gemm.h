@@ -61,6 +61,10 @@ class LtGemm {
 
  private:
   LtGemm() = default;
+  // Candidates the heuristic proposes on a cache miss; the fastest, timed, is kept and cached.
+  static constexpr int kAutotuneCandidates = 8;
+  absl::Status Autotune(const cublasLtMatmulHeuristicResult_t* results, int found);
+  int chosen_ = 0;
   GemmConfig config_;
   LtMatmulDesc desc_;
   LtLayout a_layout_, b_layout_, d_layout_;

@@ -275,6 +275,33 @@ TEST_F(CliTest, UnknownFlag) {
                      "inspect", {"frobnicate"});
 }
 
+// --precision: the bench row names it (tf32 is plain float32 on the CPU), `passes` shows the casts
+// and --keep-fp32's exception; contradictions are one-line errors.
+TEST_F(CliTest, PrecisionFlag) {
+  const std::string mlp = testing::SourcePath("models/mlp/model.onnx");
+  for (const auto& [flags, column] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--precision", "bf16"}, ",cpu,bf16,"},
+           {{"--precision", "fp16"}, ",cpu,fp16,"},
+           {{"--no-tf32"}, ",cpu,fp32,"},
+           {{}, ",cpu,fp32,"}}) {
+    std::vector<std::string> args = {"bench", mlp, "--device", "cpu", "--batch", "4", "--steps", "10", "--windows", "1"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    Result r = Ottr(args);
+    ASSERT_TRUE(r.exited);
+    EXPECT_EQ(r.exit_status, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr(column));
+  }
+  Result p = Ottr({"passes", mlp, "--precision", "bf16", "--keep-fp32", "^fc3$", "--fuse-epilogues", "off"});
+  ASSERT_TRUE(p.exited);
+  EXPECT_EQ(p.exit_status, 0) << p.err;
+  EXPECT_THAT(p.out, HasSubstr("%h1.bf16 : bf16[64,512] = Gemm(%x.bf16, %fc1.weight.bf16, %fc1.bias.bf16)"));
+  EXPECT_THAT(p.out, HasSubstr("%logits : f32[64,10] = Gemm(%a2, %fc3.weight, %fc3.bias)"));
+  ExpectOneLineError(Ottr({"passes", mlp, "--precision", "fp8"}), "passes", {"--precision fp8"});
+  ExpectOneLineError(Ottr({"passes", mlp, "--precision", "tf32", "--no-tf32"}), "passes", {"--no-tf32"});
+  ExpectOneLineError(Ottr({"passes", mlp, "--keep-fp32", "fc1"}), "passes", {"--keep-fp32"});
+  ExpectOneLineError(Ottr({"passes", mlp, "--precision", "bf16", "--keep-fp32", "("}), "passes", {"--keep-fp32"});
+}
+
 TEST_F(CliTest, TestDataOnMissingFolder) {
   ExpectOneLineError(Ottr({"test-data", (dir_ / "absent").string()}), "test-data", {"absent"});
 }

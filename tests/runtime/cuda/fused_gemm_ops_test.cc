@@ -81,6 +81,10 @@ TEST(CudaFusedGemmTest, EveryEpilogueMatchesCpu) {
           d.n % 8 != 0) {
         continue;  // the passes never make these (aux leading dimension rule)
       }
+      // cuBLASLt 13.1 on the H200 has no kernel (CUBLAS_STATUS_NOT_SUPPORTED) for bgrada without
+      // transA or bgradb with transB; fuse-gemm-bgrad only makes bgrada with transA = 1 and
+      // bgradb with transB = 0 (the layouts of dW = dYᵀ·X and dW = Xᵀ·dY).
+      if ((e == FusedEpilogue::kBgradA && !d.ta) || (e == FusedEpilogue::kBgradB && d.tb)) continue;
       SCOPED_TRACE(absl::StrCat(ir::FusedEpilogueName(e), " m", d.m, " n", d.n, " k", d.k, " ta", d.ta, " tb", d.tb));
       ExpectMatchesCpu(MakeCase(e, d, seed += 10));
     }
