@@ -59,12 +59,38 @@ std::string CudaLibraries::VersionTag() const {
                       cudnnGetVersion(), " device '", device_name_, "' sm_", cc_major_, cc_minor_);
 }
 
+namespace {
+// Choices made in this process, shared by every executor (keyed by the version tag too): two
+// executors compiling the same shape use the same algorithm, so their results agree bit for bit
+// even though autotuning by timing could pick differently each time.
+struct ProcessAlgoCache {
+  std::mutex mu;
+  std::map<std::string, std::string> algos;
+};
+ProcessAlgoCache& ProcessCache() {
+  static ProcessAlgoCache* cache = new ProcessAlgoCache();
+  return *cache;
+}
+}  // namespace
+
+void CudaLibraries::ClearProcessCacheForTesting() {
+  ProcessAlgoCache& shared = ProcessCache();
+  std::lock_guard<std::mutex> lock(shared.mu);
+  shared.algos.clear();
+}
+
 bool CudaLibraries::LookupAlgo(const std::string& key, std::string* value) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = algos_.find(key);
   if (it == algos_.end()) {
-    ++misses_;
-    return false;
+    ProcessAlgoCache& shared = ProcessCache();
+    std::lock_guard<std::mutex> shared_lock(shared.mu);
+    auto s = shared.algos.find(VersionTag() + "\n" + key);
+    if (s == shared.algos.end()) {
+      ++misses_;
+      return false;
+    }
+    it = algos_.emplace(key, s->second).first;
   }
   ++hits_;
   *value = it->second;
@@ -73,6 +99,11 @@ bool CudaLibraries::LookupAlgo(const std::string& key, std::string* value) const
 
 void CudaLibraries::StoreAlgo(const std::string& key, std::string value) {
   std::lock_guard<std::mutex> lock(mu_);
+  {
+    ProcessAlgoCache& shared = ProcessCache();
+    std::lock_guard<std::mutex> shared_lock(shared.mu);
+    shared.algos[VersionTag() + "\n" + key] = value;
+  }
   algos_[key] = std::move(value);
 }
 

@@ -73,7 +73,10 @@ class CudaLibraries {
 
   // Algorithm cache: opaque values (serialised algorithm records) by shape key. The key must
   // contain everything the choice depends on; the library version and device are added here.
+  // A miss in this instance's map consults the choices made by every instance in this process
+  // (same library versions and device), so all executors of a process agree.
   bool LookupAlgo(const std::string& key, std::string* value) const;
+  static void ClearProcessCacheForTesting();
   void StoreAlgo(const std::string& key, std::string value);
   int64_t cache_hits() const { return hits_; }
   int64_t cache_misses() const { return misses_; }
@@ -97,7 +100,7 @@ class CudaLibraries {
   bool dnn_created_ = false;
   std::string cache_file_;
   mutable std::mutex mu_;
-  std::map<std::string, std::string> algos_;
+  mutable std::map<std::string, std::string> algos_;  // filled from the process cache on lookup
   mutable int64_t hits_ = 0;
   mutable int64_t misses_ = 0;
   int64_t searches_ = 0;
