@@ -12,8 +12,6 @@
 
 namespace ottr::tools {
 
-namespace {
-
 // Evaluation runs the model in inference mode: a BatchNormalization exported in training mode
 // (batch statistics, running statistics as extra outputs) becomes the inference form that
 // normalises with the running statistics.
@@ -39,8 +37,6 @@ absl::Status ToInferenceMode(ir::Graph& g) {
   }
   return absl::OkStatus();
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(const ir::Graph& forward,
                                                              const std::string& input,

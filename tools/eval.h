@@ -40,6 +40,10 @@ class Evaluator {
   std::vector<int64_t> feature_dims_;
 };
 
+// Rewrites every BatchNormalization in training mode into its inference form (normalising with the
+// running statistics); an error when the graph reads the running-statistics outputs.
+absl::Status ToInferenceMode(ir::Graph& g);
+
 absl::Status CmdEval(const std::vector<std::string>& argv);
 
 }  // namespace ottr::tools
