@@ -101,6 +101,7 @@ struct CudaExecutor::Impl {
   passes::MemoryPlan plan;
   std::set<std::string> value_keyed;  // inputs whose values are compile-time constants
   std::string submit_key;             // the input types Submit() staged for
+  absl::flat_hash_map<std::string, ir::Tensor> preset;  // SetState before the first compile
   GraphExec graph_exec;
   int64_t graph_nodes = 0;
   std::vector<ir::Tensor> state_cache;  // host copies returned by State()
@@ -176,6 +177,22 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const ir::Gra
 }
 
 absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
+  // Compiling again (new shapes) must not reset what training changed: carry the current values
+  // of the state (every state-update target) over to the new arena.
+  absl::flat_hash_map<std::string, ir::Tensor> carried;
+  if (compiled && g != nullptr) {
+    OTTR_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
+    for (const ir::StateUpdate& u : g->updates()) {
+      auto it = ptr.find(u.target);
+      if (it == ptr.end()) continue;
+      ir::Tensor t(u.target->type().dtype, ir::StaticDims(*u.target->type().shape));
+      OTTR_CUDA_RETURN_IF_ERROR(cudaMemcpy(t.raw_data(), it->second, t.nbytes(), cudaMemcpyDeviceToHost));
+      carried.emplace(u.target->name(), std::move(t));
+    }
+  }
+  for (auto& [name, t] : preset) carried.insert_or_assign(name, std::move(t));
+  preset.clear();
+  compiled = false;
   // Bind the feed shapes when the graph is not static yet.
   bool is_static = true;
   for (const ir::Value* v : source->inputs()) is_static &= v->type().is_static();
@@ -294,7 +311,8 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
 
   // 3. Upload initializers and constants.
   for (const ir::Value* v : g->initializers()) {
-    const ir::Tensor& t = *v->initializer();
+    auto c = carried.find(v->name());
+    const ir::Tensor& t = c != carried.end() && c->second.type() == v->type() ? c->second : *v->initializer();
     if (pointer(v) == nullptr) continue;  // nothing reads it
     OTTR_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(pointer(v), t.raw_data(), t.nbytes(), cudaMemcpyHostToDevice, stream.get()));
   }
@@ -469,7 +487,10 @@ const ir::Tensor* CudaExecutor::State(const std::string& name) {
   const ir::Graph* g = m.compiled ? m.g : m.source;
   const ir::Value* v = g->FindValue(name);
   if (v == nullptr || !v->is_initializer()) return nullptr;
-  if (!m.compiled) return v->initializer();
+  if (!m.compiled) {
+    auto p = m.preset.find(name);
+    return p != m.preset.end() ? &p->second : v->initializer();
+  }
   if (cudaStreamSynchronize(m.stream.get()) != cudaSuccess) return nullptr;
   ir::Tensor t(v->type().dtype, ir::StaticDims(*v->type().shape));
   if (cudaMemcpy(t.raw_data(), m.ptr.at(v), t.nbytes(), cudaMemcpyDeviceToHost) != cudaSuccess) return nullptr;
@@ -479,7 +500,15 @@ const ir::Tensor* CudaExecutor::State(const std::string& name) {
 
 absl::Status CudaExecutor::SetState(const std::string& name, const ir::Tensor& t) {
   Impl& m = *impl_;
-  if (!m.compiled) return absl::FailedPreconditionError("SetState before the first run");
+  if (!m.compiled) {
+    // Before the first run (resuming, initialization bindings): uploaded by the compile.
+    const ir::Value* v = m.source->FindValue(name);
+    if (v == nullptr || !v->is_initializer() || v->type() != t.type()) {
+      return absl::InvalidArgumentError(absl::StrCat("no initializer '", name, "' of type ", t.type().ToString()));
+    }
+    m.preset.insert_or_assign(name, t);
+    return absl::OkStatus();
+  }
   const ir::Value* v = m.g->FindValue(name);
   if (v == nullptr || !v->is_initializer() || v->type() != t.type()) {
     return absl::InvalidArgumentError(absl::StrCat("no initializer '", name, "' of type ", t.type().ToString()));

@@ -206,6 +206,30 @@ TEST_F(CudaTrainingTest, SubmittedStepsEqualRunSteps) {
   }
 }
 
+TEST_F(CudaTrainingTest, StateSetBeforeTheFirstRunResumesExactly) {
+  // Resuming on CUDA: a fresh executor given the state of one that ran 3 steps (SetState before
+  // its first run) takes the 4th step exactly as the original does.
+  Step s = MakeStep("models/mlp/model.onnx", 64, {784}, 31, /*sgd=*/false, /*multi_tensor=*/true);
+  auto a = cuda::CudaExecutor::Create(*s.step);
+  ASSERT_TRUE(a.ok());
+  for (int k = 0; k < 3; ++k) ASSERT_TRUE((*a)->Run(s.feeds).ok());
+  auto b = cuda::CudaExecutor::Create(*s.step);
+  ASSERT_TRUE(b.ok());
+  for (const ir::StateUpdate& u : s.step->updates()) {
+    const ir::Tensor* t = (*a)->State(u.target->name());
+    ASSERT_NE(t, nullptr);
+    ASSERT_TRUE((*b)->SetState(u.target->name(), *t).ok()) << u.target->name();
+  }
+  auto ra = (*a)->Run(s.feeds);
+  auto rb = (*b)->Run(s.feeds);
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  EXPECT_TRUE((*ra)[0].BitwiseEquals((*rb)[0])) << "loss of the resumed step";
+  for (const ir::StateUpdate& u : s.step->updates()) {
+    const ir::Tensor x = *(*a)->State(u.target->name());
+    EXPECT_TRUE(x.BitwiseEquals(*(*b)->State(u.target->name()))) << u.target->name();
+  }
+}
+
 TEST_F(CudaTrainingTest, HundredMlpStepsFollowTheCpuLossCurve) {
   // TF32 GEMMs (10-bit mantissa) perturb each step by ~1e-3 relative; Adam's normalised updates
   // keep the trajectories close: losses agree to 2% over 100 steps.
