@@ -35,14 +35,20 @@ if [ "${COMPARE:-0}" = 1 ]; then
     timeout 60 dev-bundle/bin/ottr bench "$out/compare/models/$1" --device cuda --batch $2 --optimizer adam --lr 1e-3 \
       --precision bf16 --name "${1%.onnx}_b$2_bf16" --csv "$out/bf16.csv" > "$out/bf16_${1%.onnx}_$2.log" 2>&1 || tail -2 "$out/bf16_${1%.onnx}_$2.log"
   done
+  for m in "mlp_big.onnx 4096" "cnn.onnx 1024"; do
+    set -- $m
+    timeout 60 dev-bundle/bin/ottr bench "$out/compare/models/$1" --device cuda --batch $2 --optimizer adam --lr 1e-3 \
+      --precision bf16 --disable-passes fold-gemm-casts --name "${1%.onnx}_b$2_bf16_nofold" --csv "$out/bf16.csv" \
+      > "$out/bf16nofold_${1%.onnx}_$2.log" 2>&1 || tail -2 "$out/bf16nofold_${1%.onnx}_$2.log"
+  done
   cat "$out/bf16.csv"
   mkdir -p "$out/perop"
-  for m in "mlp_small.onnx 128 on" "mlp_big.onnx 4096 on" "mlp_big.onnx 4096 off" "cnn.onnx 1024 on"; do
+  for m in "mlp_small.onnx 128 on" "mlp_small.onnx 8192 on" "mlp_big.onnx 4096 on"; do
     set -- $m
     timeout 60 dev-bundle/bin/ottr bench "$out/compare/models/$1" --device cuda --batch $2 --optimizer adam --lr 1e-3 \
       --fuse-epilogues $3 --per-op --per-op-csv "$out/perop/${1%.onnx}_$2_$3.csv" > /dev/null 2>&1
   done
-  mv "$out"/bf16_*.log "$out/perop/" 2>/dev/null
+  mv "$out"/bf16_*.log "$out"/bf16nofold_*.log "$out/perop/" 2>/dev/null
   tar czf "$out/details.tgz" --exclude=models -C "$out" compare perop && rm -rf "$out/compare" "$out/perop"
 else
   for m in "mlp 128" "mlp 8192" "cnn 128" "cnn 1024"; do

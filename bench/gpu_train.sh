@@ -5,7 +5,7 @@
 export LD_LIBRARY_PATH=dev-bundle/lib
 out=${OUT:-/tmp/ottr-train}
 mkdir -p "$out"
-data=gpu-data/fashion-mnist
+data=gpu-data/fm
 ottr=dev-bundle/bin/ottr
 train() {  # name model [flags...]
   local name=$1 model=$2; shift 2

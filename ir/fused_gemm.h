@@ -3,10 +3,11 @@
 // (runtime/cpu/fused_gemm_kernels.cc) and by one cublasLtMatmul on CUDA (runtime/cuda/gemm_ops.cc).
 //
 //   ottr::FusedGemm(A, B, [bias], [aux]) -> (Y, [out1]) {transA = 0, transB = 0, alpha = 1.0,
-//                                                       epilogue = "bias"}
+//                                                       epilogue = "bias", output_type = A's}
 // All matrices are row-major, op(A) is [M, K], op(B) is [K, N], P = alpha · op(A) · op(B) [M, N]:
 //
 //   epilogue        inputs            Y                       out1
+//   none            A, B              P                       -
 //   bias            A, B, bias[N]     P + bias                -
 //   relu_bias       A, B, bias[N]     relu(P + bias)          -
 //   relu_aux_bias   A, B, bias[N]     relu(P + bias)          mask u8[M, MaskRowBytes(N)]
@@ -18,6 +19,16 @@
 //   dgelu_bgrad     A, B, _, pre      P ⊙ gelu'(pre)          Σ_i Y[i, :]          [N]
 //   bgrada          A, B              P                       Σ_k op(A)[:, k]      [M]
 //   bgradb          A, B              P                       Σ_k op(B)[k, :]      [N]
+//
+// Element types. A and B share one float type. Y has the type `output_type` (an ONNX
+// TensorProto.DataType code; default A's type), which is A's type or, when A is f16 or bf16, f32:
+// the product of 16-bit operands accumulated in float32 and rounded once to float32, where the
+// default rounds it once to the 16-bit type (passes/fold_gemm_casts.cc makes these). The bias, the
+// GELU pre-activation (aux in and out) and the bias gradients have Y's type: cuBLASLt's bias and
+// bias-gradient vectors and its GELU aux take the output matrix's type (cublasLt.h, cuBLAS 13:
+// CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE defaults), and
+// bf16/f16 A, B with f32 C, D under CUBLAS_COMPUTE_32F is one of cublasLtMatmul's listed type
+// combinations. bgrada / bgradb sum the 16-bit operand and round the sum once to Y's type.
 //
 // gelu is the tanh approximation (ONNX Gelu with approximate = "tanh"), the one cuBLASLt's GELU
 // epilogues compute. bias is [N] or [1, N]. The bias gradients of bgrada/bgradb are not scaled by
@@ -47,6 +58,7 @@ namespace ottr::ir {
 inline constexpr char kFusedGemmOp[] = "FusedGemm";
 
 enum class FusedEpilogue {
+  kNone,
   kBias,
   kReluBias,
   kReluAuxBias,

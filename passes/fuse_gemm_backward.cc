@@ -20,6 +20,8 @@
 // The sum must run over the GEMM's k dimension of the operand it reads: A = dY with transA (sum
 // over A's axis 0) -> bgrada (cuBLASLt BGRADB), or B = dY without transB (axis 0) -> bgradb
 // (cuBLASLt BGRADA). cuBLASLt's bias gradient is not scaled by alpha: alpha must be 1.
+// Plain GEMMs are ONNX Gemms without C and ottr::FusedGemm "none" (fold-gemm-casts): the fused
+// node keeps output_type, and a bias gradient of another type must be cast to it (its Cast folds).
 #include "absl/strings/str_cat.h"
 #include "ir/status.h"
 #include "passes/fusion_passes.h"
@@ -38,6 +40,7 @@ std::map<std::string, ir::Attribute> GemmAttrs(const Node* g, FusedEpilogue e) {
   if (g->GetInt("transA", 0) != 0) attrs["transA"] = ir::Attribute(int64_t{1});
   if (g->GetInt("transB", 0) != 0) attrs["transB"] = ir::Attribute(int64_t{1});
   if (g->GetFloat("alpha", 1.0f) != 1.0f) attrs["alpha"] = ir::Attribute(g->GetFloat("alpha", 1.0f));
+  fusion::CopyOutputType(g, attrs);
   return attrs;
 }
 
@@ -205,19 +208,24 @@ std::optional<BgradPlan> MatchBgrad(Node* s, std::string* why) {
     const bool ta = g->GetInt("transA", 0) != 0, tb = g->GetInt("transB", 0) != 0;
     // cuBLASLt (13.1, H200) has kernels for bgrada only with transA and for bgradb only
     // without transB (CUBLAS_STATUS_NOT_SUPPORTED otherwise): dW = dYᵀ·X and dW = Xᵀ·dY.
-    if (u.index == 0 && ta && axis == 0) {
-      p.gemm = g;
-      p.epilogue = FusedEpilogue::kBgradA;
-      return p;
+    if (!(u.index == 0 && ta && axis == 0) && !(u.index == 1 && !tb && axis == 0)) continue;
+    // The bias gradient comes out in the GEMM's output type. A GEMM that writes f32 from 16-bit
+    // operands (fold-gemm-casts) takes the sum's widening Cast along: the sum of dY is then
+    // rounded once to f32 instead of to the 16-bit type.
+    const ir::DType out = g->output(0)->type().dtype;
+    if (p.bias.result->type().dtype != out) {
+      Node* c = fusion::SoleUser(p.bias.result);
+      if (!fusion::IsOnnx(c, "Cast") || c->output(0)->type().dtype != out) continue;
+      p.bias.chain.push_back(c);
+      p.bias.result = c->output(0);
     }
-    if (u.index == 1 && !tb && axis == 0) {
-      p.gemm = g;
-      p.epilogue = FusedEpilogue::kBgradB;
-      return p;
-    }
+    p.gemm = g;
+    p.epilogue = u.index == 0 ? FusedEpilogue::kBgradA : FusedEpilogue::kBgradB;
+    return p;
   }
   *why = absl::StrCat("no plain Gemm (alpha 1) reads ", d->name(), " with the summed axis ", axis,
-                      " as its k dimension in a layout cuBLASLt's BGRAD epilogues support (A transposed or B not)");
+                      " as its k dimension in a layout cuBLASLt's BGRAD epilogues support (A transposed or B not)",
+                      " and an output type the sum has or is cast to");
   return std::nullopt;
 }
 

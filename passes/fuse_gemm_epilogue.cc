@@ -7,7 +7,13 @@
 //   after:   %a : f32[128,512] = ottr::FusedGemm(%x, %w, %b) {epilogue = "relu_bias", transB = 1}
 //
 // Roots are Gemm (bias = C when C is [N] or [1, N] and beta = 1) and 2-D MatMul (bias = the other
-// operand of the Add that is its only reader, [N] or [1, N]). The activation is fused when the
+// operand of the Add that is its only reader, [N] or [1, N]), and the ottr::FusedGemm "bias" and
+// "none" that fold-gemm-casts makes of 16-bit GEMMs with an f32 product (taken like Gemm with C
+// and like MatMul; output_type is kept, the bias has that type):
+//   before:  %h : f32[128,512] = ottr::FusedGemm(%x.bf16, %w.bf16, %b) {epilogue = "bias", output_type = 1, transB = 1}
+//            %a : f32[128,512] = Relu(%h)
+//   after:   %a : f32[128,512] = ottr::FusedGemm(%x.bf16, %w.bf16, %b) {epilogue = "relu_bias", output_type = 1,
+//                                                                     transB = 1} The activation is fused when the
 // biased value's only reader is Relu or Gelu {approximate = "tanh"} (cuBLASLt's GELU is the tanh
 // form). When the backward also reads the GELU pre-activation (GeluGrad), the gelu_aux_bias
 // variant writes it as a second output; ReLU's backward (ReluGrad) reads Relu's output, which the
@@ -51,11 +57,24 @@ struct Plan {
 // m·n·k above which activation epilogues are not fused (see Match).
 constexpr double kLargeGemmMacs = 1e10;
 
-// Matches the pattern at `root` (Gemm or MatMul); on failure returns nullopt and the reason.
+// `p`, unless the root already is the bias-only FusedGemm the plan would make (nothing to fuse):
+// then nullopt, with the plan's note as the reason.
+std::optional<Plan> Unless(bool already_fused, const Plan& p, std::string* why) {
+  if (!already_fused) return p;
+  *why = absl::StrCat("already a bias epilogue; activation not fused: ",
+                      p.note.empty() ? "no Relu / Gelu reads the product" : p.note);
+  return std::nullopt;
+}
+
+// Matches the pattern at `root` (Gemm, MatMul, FusedGemm bias / none); on failure returns nullopt
+// and the reason.
 std::optional<Plan> Match(Node* root, std::string* why) {
   Plan p;
   p.root = root;
-  const bool gemm = fusion::IsOnnx(root, "Gemm");
+  const std::optional<FusedEpilogue> fe = fusion::FusedEpilogueOf(root);
+  // Gemm and FusedGemm "bias" carry their bias as input 2; MatMul and FusedGemm "none" are
+  // followed by the bias Add.
+  const bool gemm = fusion::IsOnnx(root, "Gemm") || fe == FusedEpilogue::kBias;
   Value* y = root->output(0);
   const ir::TensorType& yt = y->type();
   if (std::string d = fusion::UnsupportedDType(yt.dtype); !d.empty()) {
@@ -102,13 +121,13 @@ std::optional<Plan> Match(Node* root, std::string* why) {
   // The activation: the one Relu / Gelu reading the biased value.
   if (tail->graph()->IsRoot(tail) && !tail->uses().empty()) {
     p.note = "the biased value is also a graph output";
-    return p;
+    return Unless(fe == FusedEpilogue::kBias, p, why);
   }
   Node* act = nullptr;
   for (const ir::Use& u : tail->uses()) {
     if (u.index == 0 && (fusion::IsOnnx(u.node, "Relu") || fusion::IsOnnx(u.node, "Gelu"))) act = act ? act : u.node;
   }
-  if (act == nullptr) return p;
+  if (act == nullptr) return Unless(fe == FusedEpilogue::kBias, p, why);
   {
     // Measured on the H200 (cuBLASLt 13.1, TF32): at 4096x4096x4096 RELU_AUX_BIAS ran 460 us
     // against 312 us for the plain GEMM + 37 us ReLU, and DRELU_BGRAD 447 us against 317 + 51 +
@@ -120,19 +139,19 @@ std::optional<Plan> Match(Node* root, std::string* why) {
     if (static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) > kLargeGemmMacs) {
       p.note = absl::StrCat("large GEMM (", m, "x", n, "x", k, "): cuBLASLt's activation epilogues are "
                             "slower there than a separate activation kernel; bias only");
-      return p;
+      return Unless(fe == FusedEpilogue::kBias, p, why);
     }
   }
   const int others = static_cast<int>(tail->uses().size()) - 1;
   if (fusion::IsOnnx(act, "Gelu") && act->GetString("approximate", "none") != "tanh") {
     p.note = "Gelu is the erf form; cuBLASLt's GELU epilogue is the tanh approximation";
-    return p;
+    return Unless(fe == FusedEpilogue::kBias, p, why);
   }
   if (fusion::IsOnnx(act, "Relu")) {
     if (others > 0) {
       p.note = absl::StrCat("the pre-activation ", tail->name(), " has ", others,
                             " other user(s), and ReLU's aux output is a bitmask, not the values");
-      return p;
+      return Unless(fe == FusedEpilogue::kBias, p, why);
     }
     p.act = act;
     p.epilogue = FusedEpilogue::kReluBias;
@@ -143,7 +162,7 @@ std::optional<Plan> Match(Node* root, std::string* why) {
       p.note = absl::StrCat("misaligned: the GELU pre-activation (read by ", others,
                             " other user(s)) would be an aux of leading dimension ", n,
                             ", not a multiple of 8 elements (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD)");
-      return p;
+      return Unless(fe == FusedEpilogue::kBias, p, why);
     }
     p.epilogue = FusedEpilogue::kGeluAuxBias;
   } else {
@@ -161,6 +180,7 @@ absl::Status Rewrite(ir::Graph& g, const Plan& p, std::ostream* remarks) {
   if (root->GetInt("transA", 0) != 0) attrs["transA"] = ir::Attribute(int64_t{1});
   if (root->GetInt("transB", 0) != 0) attrs["transB"] = ir::Attribute(int64_t{1});
   if (root->GetFloat("alpha", 1.0f) != 1.0f) attrs["alpha"] = ir::Attribute(root->GetFloat("alpha", 1.0f));
+  fusion::CopyOutputType(root, attrs);
   std::vector<std::string> names = {g.UniqueName(out->name() + ".fused")};
   if (p.epilogue == FusedEpilogue::kGeluAuxBias) names.push_back(g.UniqueName(tail->name() + ".fused"));
   OTTR_ASSIGN_OR_RETURN(Node * f, fusion::AddInferred(g, {std::string(ir::kFusedGemmOp), std::string(ir::kOttrDomain),
@@ -194,7 +214,11 @@ class FuseGemmEpiloguePass : public Pass {
     // Gemm/MatMul, so the pointers in `roots` stay valid.
     std::vector<Node*> roots;
     for (Node* n : order) {
-      if (fusion::IsOnnx(n, "Gemm") || fusion::IsOnnx(n, "MatMul")) roots.push_back(n);
+      const std::optional<FusedEpilogue> fe = fusion::FusedEpilogueOf(n);
+      if (fusion::IsOnnx(n, "Gemm") || fusion::IsOnnx(n, "MatMul") || fe == FusedEpilogue::kBias ||
+          fe == FusedEpilogue::kNone) {
+        roots.push_back(n);
+      }
     }
     bool changed = false;
     for (Node* n : roots) {

@@ -1,6 +1,9 @@
 // The GEMM fusion passes of the training step (ir/fused_gemm.h has the node they make). They run
 // after autodiff and the optimizer, in this order, when TrainingSpec::fuse_epilogues is set:
 //
+//   fold-gemm-casts       mixed precision: Cast(to = f32) of a bf16/f16 GEMM's product -> the
+//                         GEMM (an ottr::FusedGemm none / bias) writes f32 itself, the bias added
+//                         in f32 from the f32 parameter (removes the Casts; fold_gemm_casts.cc)
 //   fuse-gemm-epilogue    forward: Gemm/MatMul + bias Add [+ Relu | tanh Gelu] -> one FusedGemm
 //                         (bias, relu_bias, gelu_bias, gelu_aux_bias)
 //   fuse-gemm-dact-bgrad  backward through the activation: dX = Gemm(dY, W) read only by
@@ -12,7 +15,8 @@
 //                         the weight-gradient GEMM that reads the same dY: bgrada / bgradb.
 //                         Removes the ReduceSum.
 //
-// dact-bgrad runs before bgrad because it removes two kernels per layer where bgrad removes one.
+// fold-gemm-casts runs first so that the others see the f32 products the Casts hid (the next
+// passes take an ottr::FusedGemm none / bias as they take a Gemm / MatMul). dact-bgrad runs before bgrad because it removes two kernels per layer where bgrad removes one.
 // Each pass writes a remark per candidate (Pass::remarks): what it fused, or why it declined.
 #ifndef OTTR_PASSES_FUSION_PASSES_H_
 #define OTTR_PASSES_FUSION_PASSES_H_
@@ -23,6 +27,7 @@
 
 namespace ottr::passes {
 
+std::unique_ptr<Pass> CreateFoldGemmCastsPass();
 std::unique_ptr<Pass> CreateFuseGemmEpiloguePass();
 std::unique_ptr<Pass> CreateFuseGemmDActBgradPass();
 std::unique_ptr<Pass> CreateFuseGemmBgradPass();

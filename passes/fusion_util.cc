@@ -54,13 +54,20 @@ std::optional<ir::FusedEpilogue> FusedEpilogueOf(const ir::Node* n) {
 }
 
 bool IsPlainGemm(const ir::Node* n) {
-  if (!IsOnnx(n, "Gemm")) return false;
-  if (n->has_input(2) && n->GetFloat("beta", 1.0f) != 0.0f) return false;
+  if (FusedEpilogueOf(n) == ir::FusedEpilogue::kNone) {
+    // fall through to the operand checks
+  } else if (!IsOnnx(n, "Gemm") || (n->has_input(2) && n->GetFloat("beta", 1.0f) != 0.0f)) {
+    return false;
+  }
   for (int i : {0, 1}) {
     const ir::TensorType& t = n->input(i)->type();
     if (!t.is_static() || t.rank() != 2) return false;
   }
   return true;
+}
+
+void CopyOutputType(const ir::Node* from, std::map<std::string, ir::Attribute>& attrs) {
+  if (const ir::Attribute* a = from->attr("output_type"); a != nullptr) attrs["output_type"] = *a;
 }
 
 std::optional<BiasGradMatch> MatchBiasGrad(ir::Node* s, int* axis, std::string* why) {

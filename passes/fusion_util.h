@@ -2,6 +2,7 @@
 #ifndef OTTR_PASSES_FUSION_UTIL_H_
 #define OTTR_PASSES_FUSION_UTIL_H_
 
+#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -32,8 +33,11 @@ bool IsOttr(const ir::Node* n, absl::string_view op);
 std::optional<ir::FusedEpilogue> FusedEpilogueOf(const ir::Node* n);
 
 // A plain matrix product the backward passes can take over: an ONNX Gemm with no C (or beta 0),
-// 2-D static operands.
+// or an ottr::FusedGemm with epilogue "none" (fold-gemm-casts makes those), 2-D static operands.
 bool IsPlainGemm(const ir::Node* n);
+
+// Copies `from`'s output_type attribute (ottr::FusedGemm) into `attrs`, when it has one.
+void CopyOutputType(const ir::Node* from, std::map<std::string, ir::Attribute>& attrs);
 
 // A bias gradient of `d` (2-D): ReduceSum(d, axes = [axis]) with keepdims 0, or with keepdims 1
 // followed by a Reshape to 1-D that is its only reader. `result` is the 1-D value; `chain` the

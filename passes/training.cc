@@ -488,6 +488,7 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
   pm.Add(Simplify());
   if (spec.multi_tensor_updates) pm.Add(std::make_unique<GroupOptimizerUpdatesPass>());
   if (spec.fuse_epilogues) {
+    pm.Add(CreateFoldGemmCastsPass());
     pm.Add(CreateFuseGemmEpiloguePass());
     pm.Add(CreateFuseGemmDActBgradPass());
     pm.Add(CreateFuseGemmBgradPass());

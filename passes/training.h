@@ -89,7 +89,7 @@ std::string GradName(const std::string& param);
 //   infer-shapes, simplify (constant-folding + cse + dce), mixed-precision (when spec.precision
 //   is kBf16 or kFp16), append-loss, autodiff,
 //   clip-gradients (when asked), optimizer, batchnorm-statistics, simplify,
-//   group-optimizer-updates (when spec.multi_tensor_updates), fuse-gemm-epilogue,
+//   group-optimizer-updates (when spec.multi_tensor_updates), fold-gemm-casts, fuse-gemm-epilogue,
 //   fuse-gemm-dact-bgrad, fuse-gemm-bgrad (when spec.fuse_epilogues).
 absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec);
 

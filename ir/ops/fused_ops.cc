@@ -10,7 +10,7 @@ namespace ottr::ir {
 
 std::optional<FusedEpilogue> ParseFusedEpilogue(absl::string_view name) {
   for (FusedEpilogue e :
-       {FusedEpilogue::kBias, FusedEpilogue::kReluBias, FusedEpilogue::kReluAuxBias, FusedEpilogue::kGeluBias,
+       {FusedEpilogue::kNone, FusedEpilogue::kBias, FusedEpilogue::kReluBias, FusedEpilogue::kReluAuxBias, FusedEpilogue::kGeluBias,
         FusedEpilogue::kGeluAuxBias, FusedEpilogue::kDRelu, FusedEpilogue::kDReluBgrad, FusedEpilogue::kDGelu,
         FusedEpilogue::kDGeluBgrad, FusedEpilogue::kBgradA, FusedEpilogue::kBgradB}) {
     if (name == FusedEpilogueName(e)) return e;
@@ -20,6 +20,7 @@ std::optional<FusedEpilogue> ParseFusedEpilogue(absl::string_view name) {
 
 const char* FusedEpilogueName(FusedEpilogue e) {
   switch (e) {
+    case FusedEpilogue::kNone: return "none";
     case FusedEpilogue::kBias: return "bias";
     case FusedEpilogue::kReluBias: return "relu_bias";
     case FusedEpilogue::kReluAuxBias: return "relu_aux_bias";
@@ -52,6 +53,16 @@ absl::Status InferFusedGemm(InferenceContext& ctx) {
   if (!IsFloat(t) || bt.dtype != t) {
     return ctx.Error(absl::StrCat("A ", at.ToString(), " and B ", bt.ToString(), " must have one float type"));
   }
+  DType y_type = t;
+  if (ctx.node().attr("output_type") != nullptr) {
+    absl::StatusOr<DType> o = DTypeFromOnnx(static_cast<int32_t>(ctx.node().GetInt("output_type", 0)));
+    const bool widen = (t == DType::kBFloat16 || t == DType::kFloat16) && o.ok() && *o == DType::kFloat32;
+    if (!o.ok() || (*o != t && !widen)) {
+      return ctx.Error(absl::StrCat("output_type ", ctx.node().GetInt("output_type", 0), " must be A's type ",
+                                    DTypeName(t), " or f32 for 16-bit A and B"));
+    }
+    y_type = *o;
+  }
   const std::vector<int64_t> a = StaticDims(*at.shape), b = StaticDims(*bt.shape);
   if (a.size() != 2 || b.size() != 2) {
     return ctx.Error(absl::StrCat("A ", at.ToString(), " and B ", bt.ToString(), " must be 2-D"));
@@ -71,7 +82,7 @@ absl::Status InferFusedGemm(InferenceContext& ctx) {
   }
   if (has_bias) {
     const TensorType& c = ctx.input_type(2);
-    const bool row = c.is_static() && c.dtype == t &&
+    const bool row = c.is_static() && c.dtype == y_type &&
                      ((c.rank() == 1 && StaticDims(*c.shape)[0] == n) ||
                       (c.rank() == 2 && StaticDims(*c.shape) == std::vector<int64_t>{1, n}));
     if (!row) return ctx.Error(absl::StrCat("bias ", c.ToString(), " must be [", n, "] or [1,", n, "]"));
@@ -79,22 +90,22 @@ absl::Status InferFusedGemm(InferenceContext& ctx) {
   if (has_aux) {
     const TensorType& x = ctx.input_type(3);
     const TensorType want = EpilogueIsRelu(*e) ? TensorType(DType::kUInt8, Shape{m, ReluMaskRowBytes(n)})
-                                               : TensorType(t, Shape{m, n});
+                                               : TensorType(y_type, Shape{m, n});
     if (x != want) return ctx.Error(absl::StrCat("aux ", x.ToString(), " must be ", want.ToString()));
   }
   const int want_outputs = EpilogueWritesAux(*e) || EpilogueWritesBiasGrad(*e) ? 2 : 1;
   if (ctx.num_outputs() != want_outputs) {
     return ctx.Error(absl::StrCat("epilogue ", name, " has ", want_outputs, " outputs, got ", ctx.num_outputs()));
   }
-  ctx.set_output_type(0, TensorType(t, Shape{m, n}));
+  ctx.set_output_type(0, TensorType(y_type, Shape{m, n}));
   if (*e == FusedEpilogue::kReluAuxBias) {
     ctx.set_output_type(1, TensorType(DType::kUInt8, Shape{m, ReluMaskRowBytes(n)}));
   } else if (*e == FusedEpilogue::kGeluAuxBias) {
-    ctx.set_output_type(1, TensorType(t, Shape{m, n}));
+    ctx.set_output_type(1, TensorType(y_type, Shape{m, n}));
   } else if (*e == FusedEpilogue::kBgradA) {
-    ctx.set_output_type(1, TensorType(t, Shape{m}));
+    ctx.set_output_type(1, TensorType(y_type, Shape{m}));
   } else if (EpilogueWritesBiasGrad(*e)) {
-    ctx.set_output_type(1, TensorType(t, Shape{n}));
+    ctx.set_output_type(1, TensorType(y_type, Shape{n}));
   }
   return absl::OkStatus();
 }
@@ -109,6 +120,7 @@ void RegisterFusedOps(OpRegistry& r) {
                  .Attr("transB", Kind::kInt)
                  .Attr("alpha", Kind::kFloat)
                  .Attr("epilogue", Kind::kString, /*required=*/true)
+                 .Attr("output_type", Kind::kInt)
                  .Shape(InferFusedGemm)
                  .NotDifferentiable()
                  .Build());

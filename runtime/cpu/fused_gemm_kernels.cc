@@ -6,6 +6,10 @@
 //   relu: Select(x < 0, 0, x) (Relu); tanh GELU: GeluTanhOp of activation_kernels.cc;
 //   drelu: Select(mask, dy, 0) (ReluGrad with [Y > 0]); dgelu: GeluTanhGradOp's formula;
 //   bias gradients: the column (or row) sums accumulate in double in row order, as ReduceSum.
+// With output_type f32 on 16-bit A and B, A and B are widened to float (exact) and the float32
+// path runs: the product accumulates in float and is rounded once to float, where the 16-bit
+// default (GemmGeneric: float accumulation, one rounding to the 16-bit type) rounds once to the
+// 16-bit type. A Cast to f32 after the default therefore differs from it by that one rounding.
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -45,12 +49,18 @@ OTTR_EW_INLINE C GeluTanhGrad(C dy, C x) {
   return dy * (s + C(2) * x * e * r * r * d);
 }
 
+// Float copy of a 16-bit tensor (exact).
+Tensor Widen(const Tensor& t) {
+  Tensor out(DType::kFloat32, t.dims());
+  for (int64_t i = 0; i < t.num_elements(); ++i) out.data<float>()[i] = static_cast<float>(t.GetAsDouble(i));
+  return out;
+}
+
+// a, b: the operands in Y's element type T (ctx's inputs, or their widened copies).
 template <typename T>
-absl::Status RunFused(KernelContext& ctx, FusedEpilogue e, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                      float alpha) {
+absl::Status RunFused(KernelContext& ctx, const Tensor& a, const Tensor& b, FusedEpilogue e, bool ta, bool tb,
+                      int64_t m, int64_t n, int64_t k, float alpha) {
   using C = ComputeType<T>;
-  const Tensor& a = ctx.input(0);
-  const Tensor& b = ctx.input(1);
   Tensor& y = ctx.AllocateOutput(0, a.dtype(), {m, n});
   T* yp = y.data<T>();
   double beta = 0.0;
@@ -64,6 +74,7 @@ absl::Status RunFused(KernelContext& ctx, FusedEpilogue e, bool ta, bool tb, int
   }
   const int64_t mask_row = ir::ReluMaskRowBytes(n);
   switch (e) {
+    case FusedEpilogue::kNone:
     case FusedEpilogue::kBias:
     case FusedEpilogue::kBgradA:
     case FusedEpilogue::kBgradB:
@@ -167,16 +178,28 @@ absl::Status FusedGemmKernel(KernelContext& ctx) {
     if (ctx.input(3).dims() != want) return ctx.Error("aux input has the wrong shape");
   }
   const float alpha = ctx.attr_float("alpha", 1.0f);
-  absl::Status s = absl::OkStatus();
+  const DType y_type = static_cast<DType>(ctx.attr_int("output_type", ir::DTypeToOnnx(a.dtype())));
+  if (y_type != a.dtype()) {
+    if (y_type != DType::kFloat32 || (a.dtype() != DType::kBFloat16 && a.dtype() != DType::kFloat16)) {
+      return ctx.Unsupported(absl::StrCat("output type ", ir::DTypeName(y_type), " for ", ir::DTypeName(a.dtype()),
+                                          " operands (only f32 for f16/bf16)"));
+    }
+    for (int i : {2, 3}) {
+      if (ctx.has_input(i) && ctx.input(i).dtype() != y_type && !(i == 3 && ir::EpilogueIsRelu(*e))) {
+        return ctx.Error(absl::StrCat("input ", i, " is ", ir::DTypeName(ctx.input(i).dtype()),
+                                      ", not the output type ", ir::DTypeName(y_type)));
+      }
+    }
+    return RunFused<float>(ctx, Widen(a), Widen(b), *e, ta, tb, m, n, k, alpha);
+  }
   switch (a.dtype()) {
-    case DType::kFloat32: s = RunFused<float>(ctx, *e, ta, tb, m, n, k, alpha); break;
-    case DType::kFloat64: s = RunFused<double>(ctx, *e, ta, tb, m, n, k, alpha); break;
-    case DType::kFloat16: s = RunFused<ir::Half>(ctx, *e, ta, tb, m, n, k, alpha); break;
-    case DType::kBFloat16: s = RunFused<ir::BFloat16>(ctx, *e, ta, tb, m, n, k, alpha); break;
+    case DType::kFloat32: return RunFused<float>(ctx, a, b, *e, ta, tb, m, n, k, alpha);
+    case DType::kFloat64: return RunFused<double>(ctx, a, b, *e, ta, tb, m, n, k, alpha);
+    case DType::kFloat16: return RunFused<ir::Half>(ctx, a, b, *e, ta, tb, m, n, k, alpha);
+    case DType::kBFloat16: return RunFused<ir::BFloat16>(ctx, a, b, *e, ta, tb, m, n, k, alpha);
     default:
       return ctx.Unsupported(absl::StrCat("element type ", ir::DTypeName(a.dtype()), " is not supported"));
   }
-  return s;
 }
 
 }  // namespace

@@ -169,9 +169,12 @@ absl::StatusOr<CompiledOp> CompileFusedGemm(OpCompileContext& ctx) {
   c.k = c.trans_a ? ad[0] : ad[1];
   c.n = c.trans_b ? bd[0] : bd[1];
   c.alpha = n.GetFloat("alpha", 1.0f);
+  // Y (and the bias, aux and bias gradient) in output_type: f32 from bf16/f16 operands.
+  c.out_dtype = static_cast<ir::DType>(n.GetInt("output_type", ir::DTypeToOnnx(c.dtype)));
   const bool out1 = ctx.num_outputs() > 1 && ctx.output_needed(1);
   using E = ir::FusedEpilogue;
   switch (*fe) {
+    case E::kNone: c.epilogue = GemmEpilogue::kDefault; break;
     case E::kBias: c.epilogue = GemmEpilogue::kBias; break;
     case E::kReluBias: c.epilogue = GemmEpilogue::kReluBias; break;
     case E::kReluAuxBias: c.epilogue = out1 ? GemmEpilogue::kReluAuxBias : GemmEpilogue::kReluBias; break;

@@ -78,6 +78,12 @@ absl::StatusOr<std::unique_ptr<LtGemm>> LtGemm::Create(CudaLibraries& libs, cons
   if (c.ldb == 0) c.ldb = c.trans_b ? c.k : c.n;
   if (c.ldc == 0) c.ldc = c.n;
   OTTR_ASSIGN_OR_RETURN(cudaDataType_t t, CudaType(c.dtype));
+  OTTR_ASSIGN_OR_RETURN(cudaDataType_t out_t, CudaType(c.OutType()));
+  if (c.OutType() != c.dtype &&
+      !(c.OutType() == ir::DType::kFloat32 && (c.dtype == ir::DType::kBFloat16 || c.dtype == ir::DType::kFloat16))) {
+    return absl::UnimplementedError(absl::StrCat("cuBLASLt GEMM of ", ir::DTypeName(c.dtype), " operands into ",
+                                                 ir::DTypeName(c.OutType())));
+  }
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   cudaDataType_t scale = CUDA_R_32F;
   if (c.dtype == ir::DType::kFloat64) {
@@ -97,7 +103,9 @@ absl::StatusOr<std::unique_ptr<LtGemm>> LtGemm::Create(CudaLibraries& libs, cons
   const cublasLtEpilogue_t epi = LtEpilogue(c.epilogue);
   OTTR_CUDA_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
   if (HasBias(c.epilogue)) {
-    OTTR_CUDA_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t, sizeof(t)));
+    // The bias (or bias gradient) vector has D's type (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE).
+    OTTR_CUDA_RETURN_IF_ERROR(
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &out_t, sizeof(out_t)));
   }
   if (HasAux(c.epilogue)) {
     const int64_t ld = c.aux_ld;
@@ -108,10 +116,11 @@ absl::StatusOr<std::unique_ptr<LtGemm>> LtGemm::Create(CudaLibraries& libs, cons
                                                  c.batch, c.stride_b));
   OTTR_ASSIGN_OR_RETURN(g->b_layout_, MakeLayout(t, c.trans_a ? c.m : c.k, c.trans_a ? c.k : c.m, c.lda,
                                                  c.batch, c.stride_a));
-  OTTR_ASSIGN_OR_RETURN(g->d_layout_, MakeLayout(t, c.n, c.m, c.ldc, c.batch, c.stride_c));
+  OTTR_ASSIGN_OR_RETURN(g->d_layout_, MakeLayout(out_t, c.n, c.m, c.ldc, c.batch, c.stride_c));
 
   const std::string key = absl::StrCat(
-      "gemm ", ir::DTypeName(c.dtype), " ", static_cast<int>(compute), " t", c.trans_a, c.trans_b,
+      "gemm ", ir::DTypeName(c.dtype), c.OutType() != c.dtype ? absl::StrCat("->", ir::DTypeName(c.OutType())) : "",
+      " ", static_cast<int>(compute), " t", c.trans_a, c.trans_b,
       " m", c.m, " n", c.n, " k", c.k, " ld", c.lda, ",", c.ldb, ",", c.ldc, " b", c.batch, " s",
       c.stride_a, ",", c.stride_b, ",", c.stride_c, " e", static_cast<int>(epi), " beta", c.beta != 0.0f,
       " aux", c.aux_ld);
@@ -158,9 +167,10 @@ absl::Status LtGemm::Autotune(const cublasLtMatmulHeuristicResult_t* results, in
   };
   const int64_t a_bytes = span(c.trans_a ? c.k : c.m, c.lda, c.stride_a) * esize;
   const int64_t b_bytes = span(c.trans_b ? c.n : c.k, c.ldb, c.stride_b) * esize;
-  const int64_t d_bytes = span(c.m, c.ldc, c.stride_c) * esize;
-  const int64_t bias_bytes = std::max(c.m, c.n) * esize;
-  const int64_t aux_bytes = HasAux(c.epilogue) ? std::max<int64_t>(c.aux_ld, c.n) * c.m * esize : 0;
+  const int64_t out_size = static_cast<int64_t>(ir::DTypeSize(c.OutType()));
+  const int64_t d_bytes = span(c.m, c.ldc, c.stride_c) * out_size;
+  const int64_t bias_bytes = std::max(c.m, c.n) * out_size;
+  const int64_t aux_bytes = HasAux(c.epilogue) ? std::max<int64_t>(c.aux_ld, c.n) * c.m * out_size : 0;
   int64_t ws = 0;
   for (int i = 0; i < found; ++i) ws = std::max<int64_t>(ws, static_cast<int64_t>(results[i].workspaceSize));
   std::vector<void*> buffers;

@@ -3,6 +3,10 @@
 // transpose Dᵀ = op(B)ᵀ · op(A)ᵀ, which reads the same buffers with no copy: a bias of length N
 // becomes cuBLASLt's per-row bias.
 //
+// D (and C, and the bias / bias gradient / GELU aux) may have another float type than A and B:
+// out_dtype f32 with bf16 or f16 A and B (cublasLtMatmul's CUBLAS_COMPUTE_32F type combinations;
+// the bias vector takes D's type, cublasLt.h CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE).
+//
 // The algorithm is chosen once per shape key (library version, device, m/n/k, transposes, leading
 // dimensions, batch and strides, dtypes, compute type, epilogue, pointer alignment) from
 // cuBLASLt's heuristic and cached in CudaLibraries (and in the --algo-cache file).
@@ -12,6 +16,7 @@
 #include <cublasLt.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -36,7 +41,9 @@ enum class GemmEpilogue {
 };
 
 struct GemmConfig {
-  ir::DType dtype = ir::DType::kFloat32;  // A, B, C, D
+  ir::DType dtype = ir::DType::kFloat32;  // A, B (and C, D unless out_dtype is set)
+  std::optional<ir::DType> out_dtype;     // C, D, bias, aux; unset: dtype
+  ir::DType OutType() const { return out_dtype.value_or(dtype); }
   bool trans_a = false;
   bool trans_b = false;
   int64_t m = 0, n = 0, k = 0;

@@ -126,14 +126,108 @@ void Check(FusedEpilogue e, const Shape& s) {
 
 TEST(FusedGemmKernelTest, EveryEpilogueMatchesItsDefinition) {
   for (FusedEpilogue e :
-       {FusedEpilogue::kBias, FusedEpilogue::kReluBias, FusedEpilogue::kReluAuxBias, FusedEpilogue::kGeluBias,
-        FusedEpilogue::kGeluAuxBias, FusedEpilogue::kDRelu, FusedEpilogue::kDReluBgrad, FusedEpilogue::kDGelu,
-        FusedEpilogue::kDGeluBgrad, FusedEpilogue::kBgradA, FusedEpilogue::kBgradB}) {
+       {FusedEpilogue::kNone, FusedEpilogue::kBias, FusedEpilogue::kReluBias, FusedEpilogue::kReluAuxBias,
+        FusedEpilogue::kGeluBias, FusedEpilogue::kGeluAuxBias, FusedEpilogue::kDRelu, FusedEpilogue::kDReluBgrad,
+        FusedEpilogue::kDGelu, FusedEpilogue::kDGeluBgrad, FusedEpilogue::kBgradA, FusedEpilogue::kBgradB}) {
     for (const Shape& s : {Shape{7, 10, 5, false, true}, Shape{16, 130, 9, true, false}, Shape{3, 128, 4, true, true},
                            Shape{5, 17, 300, false, false}}) {
       Check(e, s);
     }
   }
+}
+
+// bf16 (and f16) copies of float tensors, and the float values of those copies (exact).
+Tensor To16(const Tensor& t, ir::DType d) {
+  Tensor out(d, t.dims());
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    const float f = t.data<float>()[i];
+    if (d == ir::DType::kBFloat16) {
+      out.data<ir::BFloat16>()[i] = ir::FloatToBFloat16(f);
+    } else {
+      out.data<ir::Half>()[i] = ir::FloatToHalf(f);
+    }
+  }
+  return out;
+}
+Tensor Widened(const Tensor& t) {
+  Tensor out(ir::DType::kFloat32, t.dims());
+  for (int64_t i = 0; i < t.num_elements(); ++i) out.data<float>()[i] = static_cast<float>(t.GetAsDouble(i));
+  return out;
+}
+
+// output_type = f32 on 16-bit operands (ir/fused_gemm.h): Y (and the bias gradient, GELU
+// pre-activation) is the float32 FusedGemm of the widened operands, bit for bit: float
+// accumulation, one rounding to float. And where the epilogue commutes with rounding (none, bias,
+// ReLU, the masks), rounding that Y to the 16-bit type gives the
+// default 16-bit output exactly (with a bias exact in 16 bits): the two differ by that one
+// rounding only.
+TEST(FusedGemmKernelTest, SixteenBitOperandsWithFloat32OutputRoundOnceToFloat32) {
+  for (ir::DType low : {ir::DType::kBFloat16, ir::DType::kFloat16}) {
+    for (FusedEpilogue e :
+         {FusedEpilogue::kNone, FusedEpilogue::kBias, FusedEpilogue::kReluBias, FusedEpilogue::kReluAuxBias,
+          FusedEpilogue::kGeluBias, FusedEpilogue::kGeluAuxBias, FusedEpilogue::kDRelu, FusedEpilogue::kDReluBgrad,
+          FusedEpilogue::kDGelu, FusedEpilogue::kDGeluBgrad, FusedEpilogue::kBgradA, FusedEpilogue::kBgradB}) {
+      for (const Shape& s :
+           {Shape{7, 10, 5, false, true}, Shape{16, 130, 9, true, false}, Shape{5, 17, 300, false, false}}) {
+        SCOPED_TRACE(absl::StrCat(ir::DTypeName(low), " ", ir::FusedEpilogueName(e), " m", s.m, " n", s.n, " k", s.k));
+        const std::vector<int64_t> ad = s.ta ? std::vector<int64_t>{s.k, s.m} : std::vector<int64_t>{s.m, s.k};
+        const std::vector<int64_t> bd = s.tb ? std::vector<int64_t>{s.n, s.k} : std::vector<int64_t>{s.k, s.n};
+        const Tensor a = To16(testing::RandomFloat(ad, 1), low);
+        const Tensor b = To16(testing::RandomFloat(bd, 2), low);
+        const Tensor bias16 = To16(testing::RandomFloat({s.n}, 3), low);
+        const Tensor pre16 = To16(testing::RandomFloat({s.m, s.n}, 4, -3.0f, 3.0f), low);
+        Tensor mask(ir::DType::kUInt8, {s.m, ir::ReluMaskRowBytes(s.n)});
+        const Tensor bits = testing::RandomInt64({s.m, ir::ReluMaskRowBytes(s.n)}, 5, 0, 255);
+        for (int64_t i = 0; i < mask.num_elements(); ++i) mask.data<uint8_t>()[i] = uint8_t(bits.data<int64_t>()[i]);
+        auto inputs = [&](const Tensor& x, const Tensor& y, const Tensor& bias, const Tensor& pre) {
+          std::vector<Tensor> in = {x, y};
+          if (ir::EpilogueTakesBias(e)) in.push_back(bias);
+          if (ir::EpilogueTakesAux(e)) {
+            in.push_back(Tensor());
+            in.push_back(ir::EpilogueIsRelu(e) ? mask : pre);
+          }
+          return in;
+        };
+        std::map<std::string, ir::Attribute> attrs = {{"epilogue", ir::Attribute(ir::FusedEpilogueName(e))}};
+        if (s.ta) attrs["transA"] = ir::Attribute(int64_t{1});
+        if (s.tb) attrs["transB"] = ir::Attribute(int64_t{1});
+        const int outs = ir::EpilogueWritesAux(e) || ir::EpilogueWritesBiasGrad(e) ? 2 : 1;
+        auto f32 = testing::RunSingleNode(ir::kFusedGemmOp,
+                                          inputs(Widened(a), Widened(b), Widened(bias16), Widened(pre16)), attrs, outs,
+                                          kOttr);
+        auto low16 = testing::RunSingleNode(ir::kFusedGemmOp, inputs(a, b, bias16, pre16), attrs, outs, kOttr);
+        attrs["output_type"] = ir::Attribute(int64_t{1});
+        auto mixed = testing::RunSingleNode(ir::kFusedGemmOp, inputs(a, b, Widened(bias16), Widened(pre16)), attrs,
+                                            outs, kOttr);
+        ASSERT_TRUE(f32.ok() && low16.ok() && mixed.ok()) << f32.status() << low16.status() << mixed.status();
+        for (int o = 0; o < outs; ++o) {
+          EXPECT_TRUE((*mixed)[o].BitwiseEquals((*f32)[o])) << "output " << o;
+        }
+        const bool commutes = e != FusedEpilogue::kGeluBias && e != FusedEpilogue::kGeluAuxBias &&
+                              e != FusedEpilogue::kDGelu && e != FusedEpilogue::kDGeluBgrad;
+        if (commutes) {
+          EXPECT_TRUE(To16((*mixed)[0], low).BitwiseEquals((*low16)[0])) << "Y rounded to " << ir::DTypeName(low);
+        }
+      }
+    }
+  }
+}
+
+TEST(FusedGemmKernelTest, OutputTypeIsTheOperandsTypeOrFloat32) {
+  const Tensor a = To16(testing::RandomFloat({4, 8}, 1), ir::DType::kBFloat16);
+  const Tensor b = To16(testing::RandomFloat({8, 16}, 2), ir::DType::kBFloat16);
+  // bf16 operands into f16: not a widening.
+  auto got = testing::RunSingleNode(ir::kFusedGemmOp, {a, b},
+                                    {{"epilogue", ir::Attribute("none")}, {"output_type", ir::Attribute(int64_t{10})}},
+                                    1, kOttr);
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.status().message().find("output_type"), std::string::npos) << got.status();
+  // A 16-bit bias with an f32 output: the bias must have Y's type.
+  auto bias = testing::RunSingleNode(
+      ir::kFusedGemmOp, {a, b, To16(testing::RandomFloat({16}, 3), ir::DType::kBFloat16)},
+      {{"epilogue", ir::Attribute("bias")}, {"output_type", ir::Attribute(int64_t{1})}}, 1, kOttr);
+  ASSERT_FALSE(bias.ok());
+  EXPECT_NE(bias.status().message().find("bias"), std::string::npos) << bias.status();
 }
 
 TEST(FusedGemmKernelTest, RejectsAMaskOfTheWrongShape) {
