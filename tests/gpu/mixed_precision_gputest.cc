@@ -107,7 +107,10 @@ void ExpectGpuStepMatchesCpu(const std::string& model, std::vector<int64_t> inpu
 
 TEST_F(MixedPrecisionGpuTest, MlpStepMatchesCpuInBf16AndFp16) {
   for (passes::Precision p : {passes::Precision::kBf16, passes::Precision::kFp16}) {
-    ExpectGpuStepMatchesCpu("models/mlp/model.onnx", {64, 784}, p);
+    // fold-gemm-casts keeps the pre-activations in f32, where the two accumulation orders
+    // differ; a ReLU unit near zero, or a value next to a 16-bit rounding boundary when dX is
+    // cast for the next GEMM, can then flip: the same bound as for the CNN.
+    ExpectGpuStepMatchesCpu("models/mlp/model.onnx", {64, 784}, p, {{"fc1.", 2}, {"fc2.", 1}, {"fc3.", 0}});
   }
 }
 

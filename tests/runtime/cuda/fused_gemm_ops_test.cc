@@ -66,7 +66,10 @@ Case MakeCase(FusedEpilogue e, const Dims& d, uint64_t seed) {
   const bool gelu = e == FusedEpilogue::kGeluBias || e == FusedEpilogue::kGeluAuxBias ||
                     e == FusedEpilogue::kDGelu || e == FusedEpilogue::kDGeluBgrad;
   c.rtol = gelu ? 1e-3 : 1e-4;
-  c.atol = 1e-4;
+  // cuBLASLt evaluates the tanh-form GELU derivative in its own way (~1e-6 relative per term);
+  // a DGELU_BGRAD bias gradient sums 128 such terms of magnitude up to ~100 and may cancel to
+  // ~0.3, so its error is relative to the terms, not the sum: atol 1e-3 for GELU.
+  c.atol = gelu ? 1e-3 : 1e-4;
   return c;
 }
 
