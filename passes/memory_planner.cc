@@ -98,14 +98,14 @@ std::vector<InPlaceRule> DefaultInPlaceRules(const ir::Node& n) {
       add_if_full(0, 0);
       add_if_full(1, 4);
     } else if (op == "AdamUpdateN") {
-      const int k = (n.num_inputs() - 2) / 4;
+      const int k = (n.num_inputs() - (n.GetInt("guarded", 0) != 0 ? 1 : 0) - 2) / 4;
       for (int i = 0; i < k; ++i) {
         add_if_full(i, 2 + i);
         add_if_full(k + i, 2 + 2 * k + i);
         add_if_full(2 * k + i, 2 + 3 * k + i);
       }
     } else if (op == "SGDUpdateN") {
-      const bool buf = n.num_inputs() - 2 != 2 * n.num_outputs();
+      const bool buf = n.num_inputs() - (n.GetInt("guarded", 0) != 0 ? 1 : 0) - 2 != 2 * n.num_outputs();
       const int k = buf ? n.num_outputs() / 2 : n.num_outputs();
       for (int i = 0; i < k; ++i) {
         add_if_full(i, 2 + i);

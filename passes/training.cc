@@ -374,9 +374,10 @@ absl::StatusOr<std::vector<Value*>> TrainableParameters(const ir::Graph& g,
       const std::string& op = u.node->op_type();
       if (op == "AdamUpdate" || op == "SGDUpdate") is_state |= u.index >= 2;
       // N-ary forms: (lr, step, params.., grads.., states..).
-      if (op == "AdamUpdateN") is_state |= u.index >= 2 + 2 * ((u.node->num_inputs() - 2) / 4);
+      const int update_inputs = u.node->num_inputs() - (u.node->GetInt("guarded", 0) != 0 ? 1 : 0);
+      if (op == "AdamUpdateN") is_state |= u.index >= 2 + 2 * ((update_inputs - 2) / 4);
       if (op == "SGDUpdateN") {
-        const bool buf = u.node->num_inputs() - 2 != 2 * u.node->num_outputs();
+        const bool buf = update_inputs - 2 != 2 * u.node->num_outputs();
         is_state |= u.index >= 2 + 2 * (buf ? u.node->num_outputs() / 2 : u.node->num_outputs());
       }
     }
@@ -471,6 +472,52 @@ class GroupOptimizerUpdatesPass : public Pass {
   }
 };
 
+// Skips a step on the device when its loss is not finite: each N-ary optimizer update gets the
+// loss as its guard input (guarded = 1: a non-finite guard leaves parameters and state as they
+// were), and the step counter only advances on a finite loss:
+//   %ottr.step.new = Add(%ottr.step, %ottr.one)
+// becomes
+//   %ok = Equal(Sub(%loss, %loss), 0)                                (false for NaN and ±inf)
+//   %ottr.step.guarded = Where(%ok, %ottr.step.new, %ottr.step)     (the state update's value)
+// BatchNormalization's running statistics still take the batch's values.
+class NanGuardPass : public Pass {
+ public:
+  absl::string_view name() const override { return "nan-guard"; }
+
+  absl::StatusOr<bool> Run(ir::Graph& g) override {
+    Value* loss = g.FindValue(kLossOutput);
+    if (loss == nullptr || !ir::IsFloat(loss->type().dtype) || !loss->type().is_static() ||
+        ir::NumElements(ir::StaticDims(*loss->type().shape)) != 1) {
+      return absl::FailedPreconditionError("nan-guard: the step has no float scalar 'loss'");
+    }
+    std::vector<ir::Node*> updates;
+    for (ir::Node* n : g.nodes()) {
+      if (n->domain() == ir::kOttrDomain && (n->op_type() == "AdamUpdateN" || n->op_type() == "SGDUpdateN") &&
+          n->GetInt("guarded", 0) == 0) {
+        updates.push_back(n);
+      }
+    }
+    if (updates.empty()) return false;
+    for (ir::Node* n : updates) {
+      g.AppendNodeInput(n, loss);
+      n->set_attr("guarded", Attribute(int64_t{1}));
+    }
+    Value* step = g.FindValue(kStepState);
+    Value* step_new = g.FindValue("ottr.step.new");
+    if (step == nullptr || step_new == nullptr) return true;
+    const std::string origin = "nan-guard";
+    // loss - loss is 0 for a finite loss and NaN otherwise.
+    OTTR_ASSIGN_OR_RETURN(Value * diff, Add1(g, "Sub", {loss, loss}, "ottr.loss_minus_loss", origin));
+    OTTR_ASSIGN_OR_RETURN(Value * zero, ConstantNode(g, ir::Tensor(loss->type().dtype, ir::StaticDims(*loss->type().shape)),
+                                                     "ottr.zero", origin));
+    OTTR_ASSIGN_OR_RETURN(Value * ok, Add1(g, "Equal", {diff, zero}, "ottr.loss_is_finite", origin));
+    OTTR_ASSIGN_OR_RETURN(ir::Node * where, Add(g, {"Where", "", {ok, step_new, step}, {g.UniqueName("ottr.step.guarded")}, {}, origin}));
+    g.ReplaceAllUsesWith(step_new, where->output(0));
+    g.SetNodeInput(where, 1, step_new);  // undo the self-reference the replacement made
+    return true;
+  }
+};
+
 absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
   pm.Add(CreateInferShapesPass(spec.batch, spec.dims));
   pm.Add(Simplify());
@@ -487,6 +534,7 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
   pm.Add(std::make_unique<BatchNormStatisticsPass>());
   pm.Add(Simplify());
   if (spec.multi_tensor_updates) pm.Add(std::make_unique<GroupOptimizerUpdatesPass>());
+  if (spec.multi_tensor_updates && spec.nan_guard) pm.Add(std::make_unique<NanGuardPass>());
   if (spec.fuse_epilogues) {
     pm.Add(CreateFoldGemmCastsPass());
     pm.Add(CreateFuseGemmEpiloguePass());

@@ -221,6 +221,9 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
   }
   OTTR_ASSIGN_OR_RETURN(std::unique_ptr<ir::Graph> forward, importer::ImportModelFile(model_path));
   passes::TrainingSpec spec = config.spec;
+  // On CUDA the step updates in place: a non-finite step is skipped on the device (nan-guard).
+  const bool step_skips_on_device = config.device == "cuda" && config.nan_skip && spec.multi_tensor_updates;
+  if (step_skips_on_device) spec.nan_guard = true;
   const bool steps_data = data.kind == runtime::DataSource::Kind::kSteps;
   if (steps_data) {
     // The batch size is the leading dimension of the labels (or of any fed tensor).
@@ -287,10 +290,10 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
   std::unique_ptr<StepRunner> exec;
   if (config.device == "cuda") {
 #ifdef OTTR_HAVE_CUDA
-    if (config.nan_skip) {
+    if (config.nan_skip && !step_skips_on_device) {
       return absl::InvalidArgumentError(
-          "--nan-policy skip runs on the CPU executor only: the CUDA step updates parameters in place "
-          "(use --nan-policy stop, which keeps the last checkpoint, or --device cpu)");
+          "--nan-policy skip on CUDA needs the grouped optimizer update (--multi-tensor-optimizer on), "
+          "which skips a non-finite step on the device");
     }
     cuda::CudaExecutorOptions o;
     o.seed = config.seed;
@@ -425,6 +428,12 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
         submitted = 0;
         for (size_t i = 0; i < losses.size(); ++i) {
           const int64_t at = steps_done - static_cast<int64_t>(losses.size()) + static_cast<int64_t>(i);
+          if (!std::isfinite(losses[i]) && step_skips_on_device) {
+            progress.EndLine();
+            std::printf("step %lld: loss %g is not finite: step skipped on the device\n",
+                        static_cast<long long>(at), losses[i]);
+            continue;
+          }
           if (!std::isfinite(losses[i])) {
             progress.EndLine();
             return absl::DataLossError(absl::StrCat(

@@ -17,7 +17,10 @@
 //   ottr::AdamUpdateN(lr, step, p_0..p_n-1, g_0.., m_0.., v_0..) -> (p'_0.., m'_0.., v'_0..)
 //   ottr::SGDUpdateN(lr, step, p_0..p_n-1, g_0.., [buf_0..]) -> (p'_0.., [buf'_0..])
 //     The same updates for n tensors sharing attributes, lr and step: one node, so an executor
-//     runs one multi-tensor launch (the group-optimizer-updates pass makes them).
+//     runs one multi-tensor launch (the group-optimizer-updates pass makes them). With
+//     `guarded = 1` one more input comes last: a float scalar (the loss); when it is not finite
+//     the update is skipped (every output equals its input), so a bad batch leaves the
+//     parameters and optimizer state as they were (the nan-guard pass sets this up).
 #include "absl/strings/str_cat.h"
 #include "ir/gradient.h"
 #include "ir/op_registry.h"
@@ -32,7 +35,14 @@ using K = Attribute::Kind;
 // Tensors of an N-ary update: Adam (2 + 4n inputs, 3n outputs); SGD (2 + 2n inputs, n outputs)
 // or with momentum buffers (2 + 3n inputs, 2n outputs).
 absl::Status InferParamUpdateN(InferenceContext& ctx, bool adam) {
-  const int in = ctx.num_inputs() - 2, out = ctx.num_outputs();
+  const bool guarded = ctx.node().GetInt("guarded", 0) != 0;
+  const int in = ctx.num_inputs() - 2 - (guarded ? 1 : 0), out = ctx.num_outputs();
+  if (guarded) {
+    const TensorType& g = ctx.input_type(ctx.num_inputs() - 1);
+    if (!IsFloat(g.dtype) || !g.is_static() || NumElements(StaticDims(*g.shape)) != 1) {
+      return ctx.Error(absl::StrCat("the guard (last input) must be a float scalar, got ", g.ToString()));
+    }
+  }
   int n = 0, states = 0;
   if (adam) {
     n = in / 4;
@@ -173,6 +183,7 @@ void RegisterOptimizerOps(OpRegistry& r) {
                  .Attr("epsilon", K::kFloat)
                  .Attr("weight_decay", K::kFloat)
                  .Attr("decoupled", K::kInt)
+                 .Attr("guarded", K::kInt)
                  .Shape([](InferenceContext& c) { return InferParamUpdateN(c, true); })
                  .NotDifferentiable()
                  .Build());
@@ -183,6 +194,7 @@ void RegisterOptimizerOps(OpRegistry& r) {
                  .Attr("dampening", K::kFloat)
                  .Attr("nesterov", K::kInt)
                  .Attr("weight_decay", K::kFloat)
+                 .Attr("guarded", K::kInt)
                  .Shape([](InferenceContext& c) { return InferParamUpdateN(c, false); })
                  .NotDifferentiable()
                  .Build());

@@ -3,6 +3,7 @@
 // float32 with the scalar factors computed in double as Python does, so three steps match
 // PyTorch to about 1e-6 relative.
 #include <cmath>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "ir/status.h"
@@ -201,22 +202,51 @@ absl::Status AdamUpdate(KernelContext& ctx) {
   return AdamApply<T>(ctx, {0, 1, 2, 3, 4, 5, 0, 1, 2});
 }
 
+// With `guarded`, a non-finite guard (the last input, the loss) skips the update: every output
+// takes its input's value (a copy unless the executor placed it in place).
+bool GuardTripped(KernelContext& ctx) {
+  if (ctx.attr_int("guarded", 0) == 0) return false;
+  return !std::isfinite(ctx.input(ctx.num_inputs() - 1).GetAsDouble(0));
+}
+
+// Copies input `in` to output `out` (skipped update).
+void PassThrough(KernelContext& ctx, int out, int in) {
+  const Tensor& x = ctx.input(in);
+  Tensor& y = ctx.AllocateOutput(out, x.dtype(), x.dims());
+  if (y.raw_data() != x.raw_data()) std::memcpy(y.raw_data(), x.raw_data(), x.nbytes());
+}
+
+int UpdateNInputs(KernelContext& ctx) { return ctx.num_inputs() - (ctx.attr_int("guarded", 0) != 0 ? 1 : 0); }
+
 // N-ary forms: each tensor in turn, in place where the executor placed outputs over inputs
 // (every element is read before the same element is written).
 template <typename T>
 absl::Status AdamUpdateN(KernelContext& ctx) {
-  const int n = (ctx.num_inputs() - 2) / 4;
+  const int n = (UpdateNInputs(ctx) - 2) / 4;
+  const bool skip = GuardTripped(ctx);
   for (int k = 0; k < n; ++k) {
+    if (skip) {
+      PassThrough(ctx, k, 2 + k);
+      PassThrough(ctx, n + k, 2 + 2 * n + k);
+      PassThrough(ctx, 2 * n + k, 2 + 3 * n + k);
+      continue;
+    }
     OTTR_RETURN_IF_ERROR(AdamApply<T>(ctx, {2 + k, 2 + n + k, 0, 1, 2 + 2 * n + k, 2 + 3 * n + k, k, n + k, 2 * n + k}));
   }
   return absl::OkStatus();
 }
 template <typename T>
 absl::Status SgdUpdateN(KernelContext& ctx) {
-  const int in = ctx.num_inputs() - 2, out = ctx.num_outputs();
+  const int in = UpdateNInputs(ctx) - 2, out = ctx.num_outputs();
   const bool buf = in != 2 * out;
   const int n = buf ? out / 2 : out;
+  const bool skip = GuardTripped(ctx);
   for (int k = 0; k < n; ++k) {
+    if (skip) {
+      PassThrough(ctx, k, 2 + k);
+      if (buf) PassThrough(ctx, n + k, 2 + 2 * n + k);
+      continue;
+    }
     OTTR_RETURN_IF_ERROR(SgdApply<T>(ctx, {2 + k, 2 + n + k, 0, 1, buf ? 2 + 2 * n + k : -1, -1, k, buf ? n + k : -1, -1}));
   }
   return absl::OkStatus();
