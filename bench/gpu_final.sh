@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Final check of a session on the GPU machine: every GPU test, the CLI's CUDA paths (NaN policy,
 # checkpoint/resume) and the benchmark models without peers. Bundle unpacked in dev-bundle/.
+# (Written at the end of the 2026-11-30 session and not yet run: the session's GPU time was spent.)
 export LD_LIBRARY_PATH=dev-bundle/lib
 out=${OUT:-/tmp/ottr-final}
 mkdir -p "$out"

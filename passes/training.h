@@ -70,8 +70,9 @@ struct TrainingSpec {
   // multi-tensor launch on the GPU, at the cost of keeping every gradient live until it runs.
   // The tools turn it on for the CUDA executor.
   bool multi_tensor_updates = false;
-  // With multi_tensor_updates: the grouped updates skip a step whose loss is not finite, on the
-  // device (nan-guard). `ottr train --device cuda --nan-policy skip` turns it on.
+  // With multi_tensor_updates: the grouped updates skip a step whose loss is not finite
+  // (nan-guard). The CPU reference runs it; the CUDA kernel is not written yet, so the trainer
+  // does not turn it on.
   bool nan_guard = false;
   // Fuse each linear layer's GEMM with its bias, activation and their gradients into
   // ottr::FusedGemm nodes (passes/fusion_passes.h): one cuBLASLt epilogue launch where there were

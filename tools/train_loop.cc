@@ -222,8 +222,8 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
   OTTR_ASSIGN_OR_RETURN(std::unique_ptr<ir::Graph> forward, importer::ImportModelFile(model_path));
   passes::TrainingSpec spec = config.spec;
   // On CUDA the step updates in place: a non-finite step is skipped on the device (nan-guard).
-  const bool step_skips_on_device = config.device == "cuda" && config.nan_skip && spec.multi_tensor_updates;
-  if (step_skips_on_device) spec.nan_guard = true;
+  // (The nan-guard pass, which would skip such a step on the device, has no CUDA kernel yet.)
+  const bool step_skips_on_device = false;
   const bool steps_data = data.kind == runtime::DataSource::Kind::kSteps;
   if (steps_data) {
     // The batch size is the leading dimension of the labels (or of any fed tensor).
@@ -292,8 +292,8 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
 #ifdef OTTR_HAVE_CUDA
     if (config.nan_skip && !step_skips_on_device) {
       return absl::InvalidArgumentError(
-          "--nan-policy skip on CUDA needs the grouped optimizer update (--multi-tensor-optimizer on), "
-          "which skips a non-finite step on the device");
+          "--nan-policy skip runs on the CPU executor only: the CUDA step updates parameters in place "
+          "(use --nan-policy stop, which keeps the last checkpoint, or --device cpu)");
     }
     cuda::CudaExecutorOptions o;
     o.seed = config.seed;

@@ -69,7 +69,7 @@ class LtGemm {
  private:
   LtGemm() = default;
   // Candidates the heuristic proposes on a cache miss; the fastest, timed, is kept and cached.
-  static constexpr int kAutotuneCandidates = 24;
+  static constexpr int kAutotuneCandidates = 8;
   absl::Status Autotune(const cublasLtMatmulHeuristicResult_t* results, int found);
   int chosen_ = 0;
   GemmConfig config_;

@@ -142,18 +142,12 @@ absl::StatusOr<CompiledOp> CompileSgdUpdate(OpCompileContext& ctx) {
 // of the group in one multi-tensor launch (kMaxPackedTensors per launch; the table travels as
 // kernel parameters, so a captured graph replays it with no device table to keep).
 absl::StatusOr<CompiledOp> CompileUpdateN(OpCompileContext& ctx, bool adam) {
-  // guarded = 1: the last input is a float scalar; a non-finite value skips the update.
-  const bool guarded = ctx.node().GetInt("guarded", 0) != 0;
-  const int guard_in = ctx.num_inputs() - 1;
-  int guard_dtype = 1;
-  if (guarded) {
-    const DType gt = ctx.input_type(guard_in).dtype;
-    if ((gt != DType::kFloat32 && gt != DType::kFloat64) || ir::NumElements(ctx.input_dims(guard_in)) != 1) {
-      return ctx.Error(absl::StrCat("the guard must be a float or double scalar, got ", ir::DTypeName(gt)));
-    }
-    guard_dtype = Code(gt);
+  if (ctx.node().GetInt("guarded", 0) != 0) {
+    // The nan-guard form (skip the update when the loss is not finite) runs on the CPU
+    // reference; its CUDA kernel is not written yet.
+    return ctx.Unsupported("guarded (nan-guard) updates have no CUDA kernel yet");
   }
-  const int in = ctx.num_inputs() - 2 - (guarded ? 1 : 0), outs = ctx.num_outputs();
+  const int in = ctx.num_inputs() - 2, outs = ctx.num_outputs();
   const int states = adam ? 2 : (in == 2 * outs ? 0 : 1);
   const int n = adam ? in / 4 : (states == 0 ? outs : outs / 2);
   if (n <= 0 || in != (2 + states) * n || outs != (1 + states) * n) {
@@ -220,10 +214,6 @@ absl::StatusOr<CompiledOp> CompileUpdateN(OpCompileContext& ctx, bool adam) {
     kernels::OptimizerScalars s = types;
     s.lr = a.inputs[0];
     s.step = a.inputs[1];
-    if (guarded) {
-      s.guard = a.inputs[guard_in];
-      s.guard_dtype = guard_dtype;
-    }
     OTTR_CUDA_RETURN_IF_ERROR(adam ? kernels::LaunchPackedAdam(e.data(), n, dtype, ah, s, a.stream)
                                    : kernels::LaunchPackedSgd(e.data(), n, dtype, sh, s, a.stream));
     return absl::OkStatus();

@@ -134,26 +134,6 @@ __device__ __forceinline__ bool Aligned(const void* p, int bytes) {
 }
 
 // Updates elements [begin, end) of tensor `e`.
-__device__ __forceinline__ bool GuardTripped(const OptimizerScalars& s) {
-  return s.guard != nullptr && !isfinite(nl::LoadAny(s.guard, s.guard_dtype, 0));
-}
-
-// A skipped update (non-finite guard): outputs take the inputs' values.
-template <typename T, typename Elem>
-__device__ void PassThroughChunk(const MultiTensorEntry& e, int64_t begin, int64_t end) {
-  const T* p = static_cast<const T*>(e.param);
-  T* po = static_cast<T*>(e.param_out);
-  const T* s_in[2] = {static_cast<const T*>(e.state0), static_cast<const T*>(e.state1)};
-  T* s_out[2] = {static_cast<T*>(e.state0_out), static_cast<T*>(e.state1_out)};
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    if (po != p) po[i] = p[i];
-#pragma unroll
-    for (int k = 0; k < Elem::kStates; ++k) {
-      if (s_out[k] != nullptr && s_in[k] != nullptr && s_out[k] != s_in[k]) s_out[k][i] = s_in[k][i];
-    }
-  }
-}
-
 template <typename T, typename Elem>
 __device__ void ProcessChunk(const MultiTensorEntry& e, int64_t begin, int64_t end, const Elem& op) {
   const T* g = static_cast<const T*>(e.grad);
@@ -235,17 +215,12 @@ template <typename T, typename Elem>
 __global__ void __launch_bounds__(256)
     MultiTensorTableKernel(const MultiTensorEntry* __restrict__ table, int num, int64_t total_chunks, Elem op,
                            OptimizerScalars s) {
-  const bool skip = GuardTripped(s);
-  if (!skip) op.Prepare(s);
+  op.Prepare(s);
   EntryCursor cur;
   for (int64_t chunk = blockIdx.x; chunk < total_chunks; chunk += gridDim.x) {
     const MultiTensorEntry& e = table[cur.Find([&](int i) -> const MultiTensorEntry& { return table[i]; }, num, chunk)];
     const int64_t begin = (chunk - e.first_chunk) * kMultiTensorChunk;
-    if (skip) {
-      PassThroughChunk<T, Elem>(e, begin, min(begin + kMultiTensorChunk, e.numel));
-    } else {
-      ProcessChunk<T>(e, begin, min(begin + kMultiTensorChunk, e.numel), op);
-    }
+    ProcessChunk<T>(e, begin, min(begin + kMultiTensorChunk, e.numel), op);
   }
 }
 
@@ -258,17 +233,12 @@ struct PackedTable {
 template <typename T, typename Elem>
 __global__ void __launch_bounds__(256)
     MultiTensorPackedKernel(const __grid_constant__ PackedTable t, Elem op, OptimizerScalars s) {
-  const bool skip = GuardTripped(s);
-  if (!skip) op.Prepare(s);
+  op.Prepare(s);
   EntryCursor cur;
   for (int64_t chunk = blockIdx.x; chunk < t.total_chunks; chunk += gridDim.x) {
     const MultiTensorEntry& e = t.e[cur.Find([&](int i) -> const MultiTensorEntry& { return t.e[i]; }, t.num, chunk)];
     const int64_t begin = (chunk - e.first_chunk) * kMultiTensorChunk;
-    if (skip) {
-      PassThroughChunk<T, Elem>(e, begin, min(begin + kMultiTensorChunk, e.numel));
-    } else {
-      ProcessChunk<T>(e, begin, min(begin + kMultiTensorChunk, e.numel), op);
-    }
+    ProcessChunk<T>(e, begin, min(begin + kMultiTensorChunk, e.numel), op);
   }
 }
 

@@ -42,10 +42,6 @@ struct OptimizerScalars {
   int lr_dtype = 1;
   const void* step = nullptr;
   int step_dtype = 7;
-  // Optional guard (a float scalar, the loss): when it is not finite the launch skips the
-  // update and every output takes its input's value (a copy only where they differ).
-  const void* guard = nullptr;
-  int guard_dtype = 1;
 };
 
 // Elements per chunk: a chunk is the unit one block updates (256 threads x 2 vectors of 4);
