@@ -274,7 +274,10 @@ absl::Status TileKernel(KernelContext& ctx) {
   std::vector<int64_t> out_dims(x.rank());
   for (int64_t i = 0; i < x.rank(); ++i) {
     if (repeats[i] < 0) return ctx.Error(absl::StrCat("repeats ", DimsString(repeats), " has a negative value"));
-    out_dims[i] = x.dim(i) * repeats[i];
+    if (__builtin_mul_overflow(x.dim(i), repeats[i], &out_dims[i])) {
+      return ctx.Error(absl::StrCat("repeats ", DimsString(repeats), " of ", DimsString(x.dims()),
+                                    " overflow the element count"));
+    }
   }
   Tensor& y = ctx.AllocateOutput(0, x.dtype(), out_dims);
   const int64_t n = y.num_elements();
