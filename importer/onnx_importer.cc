@@ -1,5 +1,7 @@
 #include "importer/onnx_importer.h"
 
+#include <exception>
+
 #include <filesystem>
 
 #include "absl/container/flat_hash_set.h"
@@ -313,8 +315,15 @@ absl::StatusOr<std::unique_ptr<Graph>> ImportModel(const onnx::ModelProto& model
     }
   }
   GraphImporter importer(options, opsets);
-  OTTR_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, importer.Import(model.graph(), nullptr));
-  return g;
+  // The importer validates what it reads, but a malformed model (an attribute of the wrong kind
+  // where a rewrite expects another, a size no container can hold) may still make a library
+  // call throw: that is a malformed model, reported as such, never a crash.
+  try {
+    OTTR_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, importer.Import(model.graph(), nullptr));
+    return g;
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed model: ", e.what()));
+  }
 }
 
 absl::StatusOr<TrainingInfoImport> ImportTrainingInfo(const onnx::ModelProto& model,

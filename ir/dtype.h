@@ -4,6 +4,7 @@
 #define OTTR_IR_DTYPE_H_
 
 #include <cstdint>
+#include <limits>
 #include <cstring>
 #include <string_view>
 
@@ -125,6 +126,12 @@ inline T FromDouble(double v) {
     return FloatToBFloat16(static_cast<float>(v));
   } else if constexpr (std::is_same_v<T, bool>) {
     return v != 0.0;
+  } else if constexpr (std::is_integral_v<T>) {
+    // Out-of-range (and NaN) conversions are undefined in C++: saturate instead (NaN -> 0).
+    if (!(v == v)) return T(0);
+    if (v <= static_cast<double>(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
+    if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+    return static_cast<T>(v);
   } else {
     return static_cast<T>(v);
   }

@@ -1,5 +1,7 @@
 #include "ir/op_registry.h"
 
+#include <exception>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -160,7 +162,15 @@ absl::Status InferNodeShapes(const OpRegistry& registry, Node& node,
     constants.push_back(c);
   }
   InferenceContext ctx(node, std::move(types), std::move(constants));
-  OTTR_RETURN_IF_ERROR(s->infer_shape(ctx));
+  // A malformed model can hand a shape function values no real model has (a rank of -5, a
+  // dimension of 2^62): containers then throw instead of the function returning an error.
+  absl::Status inferred;
+  try {
+    inferred = s->infer_shape(ctx);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(node.Describe(), ": shape inference failed: ", e.what()));
+  }
+  OTTR_RETURN_IF_ERROR(inferred);
   for (int i = 0; i < node.num_outputs(); ++i) {
     if (ctx.output_types()[i].has_value()) node.output(i)->set_type(*ctx.output_types()[i]);
   }

@@ -1,5 +1,7 @@
 #include "ir/shape.h"
 
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -39,8 +41,12 @@ Shape ShapeFromDims(const std::vector<int64_t>& dims) {
 }
 
 int64_t NumElements(const std::vector<int64_t>& dims) {
+  // Saturates at INT64_MAX instead of overflowing: a shape read from a malformed model may ask
+  // for more elements than int64 holds; allocation then fails with a clear error.
   int64_t n = 1;
-  for (int64_t d : dims) n *= d;
+  for (int64_t d : dims) {
+    if (__builtin_mul_overflow(n, d, &n)) return std::numeric_limits<int64_t>::max();
+  }
   return n;
 }
 

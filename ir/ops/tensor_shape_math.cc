@@ -82,7 +82,10 @@ absl::StatusOr<std::vector<int64_t>> ResolveReshape(const std::vector<int64_t>& 
       continue;
     }
     out[i] = (shape[i] == 0 && !allowzero) ? in_dims[i] : shape[i];
-    known *= out[i];
+    if (__builtin_mul_overflow(known, out[i], &known)) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot reshape to [", absl::StrJoin(shape, ","),
+                                                     "]: the element count overflows"));
+    }
   }
   const int64_t total = NumElements(in_dims);
   if (infer >= 0) {
@@ -125,7 +128,7 @@ absl::StatusOr<Shape> ResolveReshapeSymbolic(const Shape& in, const std::vector<
       continue;
     }
     out[i] = Dim(shape[i]);
-    out_static *= shape[i];
+    if (__builtin_mul_overflow(out_static, shape[i], &out_static)) return out;  // the -1 stays unknown
   }
   if (infer < 0) return out;
   int64_t in_static = 1;
@@ -134,7 +137,7 @@ absl::StatusOr<Shape> ResolveReshapeSymbolic(const Shape& in, const std::vector<
   for (size_t i = 0; i < in.size(); ++i) {
     if (used[i]) continue;
     if (in[i].is_static()) {
-      in_static *= in[i].value();
+      if (__builtin_mul_overflow(in_static, in[i].value(), &in_static)) in_unknown = true;
     } else if (in[i].is_symbol()) {
       in_symbols.push_back(in[i].symbol());
     } else {
@@ -304,7 +307,7 @@ Dim DimProduct(const std::vector<Dim>& dims) {
   int n_other = 0;
   for (const Dim& d : dims) {
     if (d.is_static()) {
-      p *= d.value();
+      if (__builtin_mul_overflow(p, d.value(), &p)) return Dim();  // too large to know
     } else {
       other = &d;
       ++n_other;

@@ -260,33 +260,43 @@ struct Problem {
 // dst[q * ldd + j] = src[j * lds + q] for j < rows, q < cols: the transposing copy that packing a
 // row-major operand along its rows needs. Done in 4 x 4 (float) or 2 x 2 (double) register blocks
 // with 16-byte vectors, which baseline x86-64 has; element by element at the edges.
+// GCC's __builtin_shuffle takes a mask vector; clang's __builtin_shufflevector takes constant
+// indices (the libFuzzer build uses clang).
+#if defined(__clang__)
+#define OTTR_SHUFFLE4(a, b, i0, i1, i2, i3) __builtin_shufflevector(a, b, i0, i1, i2, i3)
+#define OTTR_SHUFFLE2(a, b, i0, i1) __builtin_shufflevector(a, b, i0, i1)
+#else
+typedef int OttrI32x4 __attribute__((vector_size(16)));
+typedef int64_t OttrI64x2 __attribute__((vector_size(16)));
+#define OTTR_SHUFFLE4(a, b, i0, i1, i2, i3) __builtin_shuffle(a, b, OttrI32x4{i0, i1, i2, i3})
+#define OTTR_SHUFFLE2(a, b, i0, i1) __builtin_shuffle(a, b, OttrI64x2{i0, i1})
+#endif
+
 inline void TransposeBlock(const float* src, int64_t lds, float* dst, int64_t ldd) {
-  typedef int I32x4 __attribute__((vector_size(16)));
   F32x4 r0, r1, r2, r3;
   std::memcpy(&r0, src, 16);
   std::memcpy(&r1, src + lds, 16);
   std::memcpy(&r2, src + 2 * lds, 16);
   std::memcpy(&r3, src + 3 * lds, 16);
-  const F32x4 t0 = __builtin_shuffle(r0, r1, I32x4{0, 4, 1, 5});
-  const F32x4 t1 = __builtin_shuffle(r0, r1, I32x4{2, 6, 3, 7});
-  const F32x4 t2 = __builtin_shuffle(r2, r3, I32x4{0, 4, 1, 5});
-  const F32x4 t3 = __builtin_shuffle(r2, r3, I32x4{2, 6, 3, 7});
-  const F32x4 o0 = __builtin_shuffle(t0, t2, I32x4{0, 1, 4, 5});
-  const F32x4 o1 = __builtin_shuffle(t0, t2, I32x4{2, 3, 6, 7});
-  const F32x4 o2 = __builtin_shuffle(t1, t3, I32x4{0, 1, 4, 5});
-  const F32x4 o3 = __builtin_shuffle(t1, t3, I32x4{2, 3, 6, 7});
+  const F32x4 t0 = OTTR_SHUFFLE4(r0, r1, 0, 4, 1, 5);
+  const F32x4 t1 = OTTR_SHUFFLE4(r0, r1, 2, 6, 3, 7);
+  const F32x4 t2 = OTTR_SHUFFLE4(r2, r3, 0, 4, 1, 5);
+  const F32x4 t3 = OTTR_SHUFFLE4(r2, r3, 2, 6, 3, 7);
+  const F32x4 o0 = OTTR_SHUFFLE4(t0, t2, 0, 1, 4, 5);
+  const F32x4 o1 = OTTR_SHUFFLE4(t0, t2, 2, 3, 6, 7);
+  const F32x4 o2 = OTTR_SHUFFLE4(t1, t3, 0, 1, 4, 5);
+  const F32x4 o3 = OTTR_SHUFFLE4(t1, t3, 2, 3, 6, 7);
   std::memcpy(dst, &o0, 16);
   std::memcpy(dst + ldd, &o1, 16);
   std::memcpy(dst + 2 * ldd, &o2, 16);
   std::memcpy(dst + 3 * ldd, &o3, 16);
 }
 inline void TransposeBlock(const double* src, int64_t lds, double* dst, int64_t ldd) {
-  typedef int64_t I64x2 __attribute__((vector_size(16)));
   F64x2 r0, r1;
   std::memcpy(&r0, src, 16);
   std::memcpy(&r1, src + lds, 16);
-  const F64x2 o0 = __builtin_shuffle(r0, r1, I64x2{0, 2});
-  const F64x2 o1 = __builtin_shuffle(r0, r1, I64x2{1, 3});
+  const F64x2 o0 = OTTR_SHUFFLE2(r0, r1, 0, 2);
+  const F64x2 o1 = OTTR_SHUFFLE2(r0, r1, 1, 3);
   std::memcpy(dst, &o0, 16);
   std::memcpy(dst + ldd, &o1, 16);
 }
