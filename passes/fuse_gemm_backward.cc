@@ -166,18 +166,8 @@ class FuseGemmDActBgradPass : public Pass {
     for (Node* n : order) {
       if (fusion::IsOttr(n, "ReluGrad") || fusion::IsOttr(n, "GeluGrad")) roots.push_back(n);
     }
-    bool changed = false;
-    for (Node* n : roots) {
-      std::string why;
-      std::optional<DActPlan> p = MatchDAct(n, &why);
-      if (!p) {
-        Remark(remarks(), kDAct, absl::StrCat("declined ", n->Describe(), ": ", why));
-        continue;
-      }
-      OTTR_RETURN_IF_ERROR(RewriteDAct(g, *p, remarks()));
-      changed = true;
-    }
-    return changed;
+    return fusion::MatchAndRewrite(roots, remarks(), kDAct, MatchDAct,
+                                   [&](DActPlan& p) { return RewriteDAct(g, p, remarks()); });
   }
 };
 
@@ -259,19 +249,9 @@ class FuseGemmBgradPass : public Pass {
     for (Node* n : order) {
       if (fusion::IsOnnx(n, "ReduceSum")) roots.push_back(n);
     }
-    bool changed = false;
-    for (Node* n : roots) {
-      // Erasures remove only the matched ReduceSum (and its Reshape, Gemm): other roots survive.
-      std::string why;
-      std::optional<BgradPlan> p = MatchBgrad(n, &why);
-      if (!p) {
-        Remark(remarks(), kBgrad, absl::StrCat("declined ", n->Describe(), ": ", why));
-        continue;
-      }
-      OTTR_RETURN_IF_ERROR(RewriteBgrad(g, *p, remarks()));
-      changed = true;
-    }
-    return changed;
+    // Erasures remove only the matched ReduceSum (and its Reshape, Gemm): other roots survive.
+    return fusion::MatchAndRewrite(roots, remarks(), kBgrad, MatchBgrad,
+                                   [&](const BgradPlan& p) { return RewriteBgrad(g, p, remarks()); });
   }
 };
 

@@ -220,18 +220,8 @@ class FuseGemmEpiloguePass : public Pass {
         roots.push_back(n);
       }
     }
-    bool changed = false;
-    for (Node* n : roots) {
-      std::string why;
-      std::optional<Plan> p = Match(n, &why);
-      if (!p) {
-        Remark(remarks(), kName, absl::StrCat("declined ", n->Describe(), ": ", why));
-        continue;
-      }
-      OTTR_RETURN_IF_ERROR(Rewrite(g, *p, remarks()));
-      changed = true;
-    }
-    return changed;
+    return fusion::MatchAndRewrite(roots, remarks(), kName, Match,
+                                   [&](const Plan& p) { return Rewrite(g, p, remarks()); });
   }
 };
 

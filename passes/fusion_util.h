@@ -9,14 +9,36 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "ir/fused_gemm.h"
 #include "ir/graph.h"
+#include "ir/status.h"
 
 namespace ottr::passes::fusion {
 
 // Writes "<pass>: <text>\n" to `out` when it is not null.
 void Remark(std::ostream* out, absl::string_view pass, absl::string_view text);
+
+// The loop every fusion pass runs: `match(node, &why)` each root in order (a std::optional plan,
+// or nullopt with the reason); a decline is remarked as "declined <node>: <why>", a plan is
+// handed to `rewrite(plan)`. Returns whether anything was rewritten.
+template <typename MatchFn, typename RewriteFn>
+absl::StatusOr<bool> MatchAndRewrite(const std::vector<ir::Node*>& roots, std::ostream* remarks,
+                                     absl::string_view pass, MatchFn match, RewriteFn rewrite) {
+  bool changed = false;
+  for (ir::Node* n : roots) {
+    std::string why;
+    auto plan = match(n, &why);
+    if (!plan) {
+      Remark(remarks, pass, absl::StrCat("declined ", n->Describe(), ": ", why));
+      continue;
+    }
+    OTTR_RETURN_IF_ERROR(rewrite(*plan));
+    changed = true;
+  }
+  return changed;
+}
 
 // "" when cuBLASLt's epilogues run on `t` (f32, f16, bf16), else the reason they do not.
 std::string UnsupportedDType(ir::DType t);
