@@ -30,6 +30,7 @@ absl::Status CmdPasses(const std::vector<std::string>& argv) {
   OTTR_ASSIGN_OR_RETURN(passes::TrainingSpec spec, ParseTrainingSpec(args, 64));
   // The GEMM fusions are part of the pipeline shown unless --fuse-epilogues off.
   if (!args.has("fuse-epilogues")) spec.fuse_epilogues = true;
+  if (!args.has("layout")) spec.channels_last = true;
   OTTR_ASSIGN_OR_RETURN(auto graph, importer::ImportModelFile(args.positional()[0]));
   passes::PassManagerOptions o;
   o.print_after = args.get("print-ir-after");

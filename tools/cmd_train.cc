@@ -67,6 +67,7 @@ absl::Status CmdTrain(const std::vector<std::string>& argv) {
   config.algo_cache = args.get("algo-cache");
   if (config.device == "cuda" && !args.has("multi-tensor-optimizer")) config.spec.multi_tensor_updates = true;
   if (config.device == "cuda" && !args.has("fuse-epilogues")) config.spec.fuse_epilogues = true;
+  if (config.device == "cuda" && !args.has("layout")) config.spec.channels_last = true;
   config.input = args.get("input");
   if (config.epochs <= 0 || config.max_steps == 0) return absl::InvalidArgumentError("nothing to train: --epochs/--steps must be positive");
 

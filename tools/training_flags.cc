@@ -10,7 +10,7 @@ namespace ottr::tools {
 std::set<std::string> TrainingValueFlags() {
   return {"loss", "logits", "loss-output", "ignore-index", "label-smoothing", "optimizer", "lr",
           "momentum", "dampening", "weight-decay", "beta1", "beta2", "eps", "clip-grad-norm",
-          "batch", "freeze", "dim", "multi-tensor-optimizer", "fuse-epilogues",
+          "batch", "freeze", "dim", "multi-tensor-optimizer", "fuse-epilogues", "layout",
           "disable-passes", "precision", "keep-fp32"};
 }
 
@@ -45,6 +45,12 @@ absl::StatusOr<passes::TrainingSpec> ParseTrainingSpec(const Args& args, int64_t
     const std::string m = args.get("fuse-epilogues");
     if (m != "on" && m != "off") return absl::InvalidArgumentError("--fuse-epilogues must be on or off");
     spec.fuse_epilogues = m == "on";
+  }
+  // --layout nchw|nhwc (default: nhwc for the CUDA executor and `ottr passes`, set by the commands).
+  if (args.has("layout")) {
+    const std::string m = args.get("layout");
+    if (m != "nchw" && m != "nhwc") return absl::InvalidArgumentError("--layout must be nchw or nhwc");
+    spec.channels_last = m == "nhwc";
   }
   // --disable-passes NAME[,NAME...]: pipeline passes to skip (e.g. fuse-gemm-bgrad).
   for (absl::string_view p : absl::StrSplit(args.get("disable-passes"), ',', absl::SkipEmpty())) {

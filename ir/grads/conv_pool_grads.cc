@@ -27,6 +27,7 @@
 #include "absl/strings/str_join.h"
 #include "ir/gradient.h"
 #include "ir/op_registry.h"
+#include "ir/ops/channels_last.h"
 #include "ir/ops/conv_pool_geometry.h"
 #include "ir/ops/shape_helpers.h"
 #include "ir/status.h"
@@ -208,18 +209,26 @@ OpSchemaBuilder& WindowAttrSpecs(OpSchemaBuilder& s, bool kernel_required) {
 void RegisterBackwardOps(OpRegistry& r) {
   {
     OpSchemaBuilder s(Ottr(), "ConvGradInput");
-    s.Inputs(2, 2).Outputs(1, 1).Attr("group", Kind::kInt).Attr("input_shape", Kind::kInts, true);
-    r.Register(WindowAttrSpecs(s, false).Shape(InferConvGradInput).NotDifferentiable().Build());
+    s.Inputs(2, 2)
+        .Outputs(1, 1)
+        .Attr("group", Kind::kInt)
+        .Attr("input_shape", Kind::kInts, true)
+        .Attr(kLayoutAttr, Kind::kString);
+    r.Register(WindowAttrSpecs(s, false).Shape(WithLayout(InferConvGradInput)).NotDifferentiable().Build());
   }
   {
     OpSchemaBuilder s(Ottr(), "ConvGradFilter");
-    s.Inputs(2, 2).Outputs(1, 1).Attr("group", Kind::kInt);
-    r.Register(WindowAttrSpecs(s, true).Shape(InferConvGradFilter).NotDifferentiable().Build());
+    s.Inputs(2, 2).Outputs(1, 1).Attr("group", Kind::kInt).Attr(kLayoutAttr, Kind::kString);
+    r.Register(WindowAttrSpecs(s, true).Shape(WithLayout(InferConvGradFilter)).NotDifferentiable().Build());
   }
   {
     OpSchemaBuilder s(Ottr(), "MaxPoolGrad");
-    s.Inputs(2, 2).Outputs(1, 1).Attr("ceil_mode", Kind::kInt).Attr("storage_order", Kind::kInt);
-    r.Register(WindowAttrSpecs(s, true).Shape(InferPoolGradLikeX).NotDifferentiable().Build());
+    s.Inputs(2, 2)
+        .Outputs(1, 1)
+        .Attr("ceil_mode", Kind::kInt)
+        .Attr("storage_order", Kind::kInt)
+        .Attr(kLayoutAttr, Kind::kString);
+    r.Register(WindowAttrSpecs(s, true).Shape(WithLayout(InferPoolGradLikeX)).NotDifferentiable().Build());
   }
   {
     OpSchemaBuilder s(Ottr(), "AveragePoolGrad");

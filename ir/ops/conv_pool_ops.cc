@@ -3,6 +3,7 @@
 // lives in conv_pool_geometry.h, shared with the CPU kernels.
 #include "absl/strings/str_cat.h"
 #include "ir/op_registry.h"
+#include "ir/ops/channels_last.h"
 #include "ir/ops/conv_pool_geometry.h"
 #include "ir/ops/shape_helpers.h"
 
@@ -222,6 +223,35 @@ void RegisterConvPoolOps(OpRegistry& r) {
           .Attr("strides", Kind::kInts)
           .Shape([](InferenceContext& ctx) { return InferWindowShape(ctx, WindowOp::kPool); })
           .Build());
+  // The channels-last forms the nhwc-layout pass makes (ir/ops/channels_last.h): ONNX's Conv and
+  // single-output MaxPool with a `layout` attribute. They run after autodiff, so have no gradient.
+  r.Register(OpSchemaBuilder(std::string(kOttrDomain), "Conv")
+                 .Inputs(2, 3)
+                 .Outputs(1, 1)
+                 .Attr("auto_pad", Kind::kString)
+                 .Attr("dilations", Kind::kInts)
+                 .Attr("group", Kind::kInt)
+                 .Attr("kernel_shape", Kind::kInts)
+                 .Attr(kLayoutAttr, Kind::kString)
+                 .Attr("pads", Kind::kInts)
+                 .Attr("strides", Kind::kInts)
+                 .Shape(WithLayout([](InferenceContext& ctx) { return InferWindowShape(ctx, WindowOp::kConv); }))
+                 .NotDifferentiable()
+                 .Build());
+  r.Register(OpSchemaBuilder(std::string(kOttrDomain), "MaxPool")
+                 .Inputs(1, 1)
+                 .Outputs(1, 1)
+                 .Attr("auto_pad", Kind::kString)
+                 .Attr("ceil_mode", Kind::kInt)
+                 .Attr("dilations", Kind::kInts)
+                 .Attr("kernel_shape", Kind::kInts, /*required=*/true)
+                 .Attr(kLayoutAttr, Kind::kString)
+                 .Attr("pads", Kind::kInts)
+                 .Attr("storage_order", Kind::kInt)
+                 .Attr("strides", Kind::kInts)
+                 .Shape(WithLayout([](InferenceContext& ctx) { return InferWindowShape(ctx, WindowOp::kPool); }))
+                 .NotDifferentiable()
+                 .Build());
   for (const char* op : {"GlobalAveragePool", "GlobalMaxPool"}) {
     r.Register(OpSchemaBuilder("", op)
                    .Opsets(7)

@@ -32,6 +32,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ir/status.h"
+#include "runtime/cpu/channels_last.h"
 #include "runtime/cpu/conv_pool_common.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/cpu/im2col.h"
@@ -417,9 +418,9 @@ absl::Status LpPoolGradKernel(KernelContext& ctx) {
 
 void RegisterConvPoolGradKernels(KernelRegistry& r) {
   const std::string ottr(ir::kOttrDomain);
-  r.Register(ottr, "ConvGradInput", ConvGradInputKernel);
-  r.Register(ottr, "ConvGradFilter", ConvGradFilterKernel);
-  r.Register(ottr, "MaxPoolGrad", MaxPoolGradKernel);
+  r.Register(ottr, "ConvGradInput", WithLayout(ConvGradInputKernel));
+  r.Register(ottr, "ConvGradFilter", WithLayout(ConvGradFilterKernel));
+  r.Register(ottr, "MaxPoolGrad", WithLayout(MaxPoolGradKernel));
   r.Register(ottr, "AveragePoolGrad", AveragePoolGradKernel);
   r.Register(ottr, "LpPoolGrad", LpPoolGradKernel);
 }

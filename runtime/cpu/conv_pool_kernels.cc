@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "ir/ops/conv_pool_geometry.h"
 #include "ir/status.h"
+#include "runtime/cpu/channels_last.h"
 #include "runtime/cpu/conv_pool_common.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/cpu/kernel.h"
@@ -379,6 +380,9 @@ void RegisterConvPoolKernels(KernelRegistry& r) {
   r.Register("", "Conv", ConvKernel);
   r.Register("", "ConvTranspose", ConvTransposeKernel);
   r.Register("", "MaxPool", MaxPoolKernel);
+  // The channels-last forms of the nhwc-layout pass (ir/ops/channels_last.h).
+  r.Register(std::string(ir::kOttrDomain), "Conv", WithLayout(ConvKernel));
+  r.Register(std::string(ir::kOttrDomain), "MaxPool", WithLayout(MaxPoolKernel));
   r.Register("", "AveragePool", [](KernelContext& ctx) { return AverageOrLpPool(ctx, false); });
   r.Register("", "LpPool", [](KernelContext& ctx) { return AverageOrLpPool(ctx, true); });
   r.Register("", "GlobalAveragePool",
