@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "ir/optimizer_update.h"
 #include "ir/status.h"
 #include "passes/memory_planner_internal.h"
 
@@ -97,20 +98,14 @@ std::vector<InPlaceRule> DefaultInPlaceRules(const ir::Node& n) {
     } else if (op == "SGDUpdate") {
       add_if_full(0, 0);
       add_if_full(1, 4);
-    } else if (op == "AdamUpdateN") {
-      const int k = (n.num_inputs() - (n.GetInt("guarded", 0) != 0 ? 1 : 0) - 2) / 4;
-      for (int i = 0; i < k; ++i) {
-        add_if_full(i, 2 + i);
-        add_if_full(k + i, 2 + 2 * k + i);
-        add_if_full(2 * k + i, 2 + 3 * k + i);
+    } else if (op == "AdamUpdateN" || op == "SGDUpdateN") {
+      const ir::UpdateNLayout l = ir::UpdateNLayoutOf(n);
+      for (int i = 0; l.valid && i < l.n; ++i) {
+        for (int s = 0; s <= l.states; ++s) add_if_full(s * l.n + i, 2 + (s == 0 ? 0 : s + 1) * l.n + i);
       }
-    } else if (op == "SGDUpdateN") {
-      const bool buf = n.num_inputs() - (n.GetInt("guarded", 0) != 0 ? 1 : 0) - 2 != 2 * n.num_outputs();
-      const int k = buf ? n.num_outputs() / 2 : n.num_outputs();
-      for (int i = 0; i < k; ++i) {
-        add_if_full(i, 2 + i);
-        if (buf) add_if_full(k + i, 2 + 2 * k + i);
-      }
+    } else if (op == "LossScaleUpdate") {
+      add_if_full(0, 0);
+      add_if_full(1, 1);
     }
   }
   return rules;

@@ -6,9 +6,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "ir/op_registry.h"
+#include "ir/optimizer_update.h"
 #include "ir/status.h"
 #include "passes/autodiff.h"
 #include "passes/fusion_passes.h"
+#include "passes/loss_scaling.h"
 #include "passes/mixed_precision.h"
 #include "passes/standard_passes.h"
 
@@ -146,7 +148,10 @@ class AutodiffPass : public Pass {
     bool already = false;
     for (Value* p : params) already |= g.FindValue(GradName(p->name())) != nullptr;
     if (already) return false;
-    OTTR_ASSIGN_OR_RETURN(std::vector<Value*> grads, BuildGradients(g, loss, params));
+    // With loss scaling (scale-loss ran) the loss's gradient is the scale, not 1.
+    Value* seed = g.FindValue(kLossScaleState);
+    if (seed != nullptr && (!seed->is_initializer() || seed->type() != loss->type())) seed = nullptr;
+    OTTR_ASSIGN_OR_RETURN(std::vector<Value*> grads, BuildGradients(g, loss, params, seed));
     for (size_t i = 0; i < params.size(); ++i) {
       Value* grad = grads[i];
       if (grad == nullptr) continue;  // the loss does not depend on it: not trained (PyTorch: None)
@@ -342,6 +347,11 @@ std::unique_ptr<Pass> Simplify() {
 
 std::string GradName(const std::string& param) { return param + ".grad"; }
 
+LossScaleSpec::Kind EffectiveLossScale(const TrainingSpec& spec) {
+  if (spec.loss_scale.kind != LossScaleSpec::Kind::kAuto) return spec.loss_scale.kind;
+  return spec.precision == Precision::kFp16 ? LossScaleSpec::Kind::kDynamic : LossScaleSpec::Kind::kNone;
+}
+
 const char* PrecisionName(Precision p) {
   switch (p) {
     case Precision::kFp32: return "fp32";
@@ -365,7 +375,7 @@ absl::StatusOr<std::vector<Value*>> TrainableParameters(const ir::Graph& g,
   std::vector<Value*> out;
   for (Value* v : g.initializers()) {
     if (!ir::IsFloat(v->type().dtype)) continue;
-    if (v->name() == kStepState) continue;
+    if (v->name() == kStepState || v->name() == kLossScaleState) continue;
     if (re && std::regex_search(v->name(), *re)) continue;
     // Optimizer state (an optimizer update's input past param, grad) is not a parameter.
     bool is_state = false;
@@ -373,13 +383,8 @@ absl::StatusOr<std::vector<Value*>> TrainableParameters(const ir::Graph& g,
       if (u.node->domain() != ir::kOttrDomain) continue;
       const std::string& op = u.node->op_type();
       if (op == "AdamUpdate" || op == "SGDUpdate") is_state |= u.index >= 2;
-      // N-ary forms: (lr, step, params.., grads.., states..).
-      const int update_inputs = u.node->num_inputs() - (u.node->GetInt("guarded", 0) != 0 ? 1 : 0);
-      if (op == "AdamUpdateN") is_state |= u.index >= 2 + 2 * ((update_inputs - 2) / 4);
-      if (op == "SGDUpdateN") {
-        const bool buf = update_inputs - 2 != 2 * u.node->num_outputs();
-        is_state |= u.index >= 2 + 2 * (buf ? u.node->num_outputs() / 2 : u.node->num_outputs());
-      }
+      // N-ary forms: (lr, step, params.., grads.., states.., [grad_scale], [guard]).
+      if (op == "AdamUpdateN" || op == "SGDUpdateN") is_state |= u.index >= 2 + 2 * ir::UpdateNLayoutOf(*u.node).n;
     }
     if (is_state) continue;
     // BatchNormalization's running statistics (inputs 3 and 4) are state, not parameters.
@@ -405,8 +410,10 @@ absl::StatusOr<std::vector<Value*>> TrainableParameters(const ir::Graph& g,
 // The values keep their names, so state updates and reports read as before. The cost: every
 // gradient stays live until the one update (PyTorch's foreach/fused optimizers make the same
 // trade).
+// `min_group` = 1 makes even a lone update N-ary (loss scaling unscales in the N-ary form only).
 class GroupOptimizerUpdatesPass : public Pass {
  public:
+  explicit GroupOptimizerUpdatesPass(size_t min_group = 2) : min_group_(min_group) {}
   absl::string_view name() const override { return "group-optimizer-updates"; }
 
   absl::StatusOr<bool> Run(ir::Graph& g) override {
@@ -436,7 +443,7 @@ class GroupOptimizerUpdatesPass : public Pass {
     bool changed = false;
     for (const std::string& key : order) {
       const std::vector<ir::Node*>& nodes = groups[key];
-      if (nodes.size() < 2) continue;
+      if (nodes.size() < min_group_) continue;
       const int n = static_cast<int>(nodes.size());
       const int outs = nodes[0]->num_outputs();  // per tensor: param (+ states)
       const int states = outs - 1;
@@ -470,52 +477,9 @@ class GroupOptimizerUpdatesPass : public Pass {
     }
     return changed;
   }
-};
 
-// Skips a step on the device when its loss is not finite: each N-ary optimizer update gets the
-// loss as its guard input (guarded = 1: a non-finite guard leaves parameters and state as they
-// were), and the step counter only advances on a finite loss:
-//   %ottr.step.new = Add(%ottr.step, %ottr.one)
-// becomes
-//   %ok = Equal(Sub(%loss, %loss), 0)                                (false for NaN and ±inf)
-//   %ottr.step.guarded = Where(%ok, %ottr.step.new, %ottr.step)     (the state update's value)
-// BatchNormalization's running statistics still take the batch's values.
-class NanGuardPass : public Pass {
- public:
-  absl::string_view name() const override { return "nan-guard"; }
-
-  absl::StatusOr<bool> Run(ir::Graph& g) override {
-    Value* loss = g.FindValue(kLossOutput);
-    if (loss == nullptr || !ir::IsFloat(loss->type().dtype) || !loss->type().is_static() ||
-        ir::NumElements(ir::StaticDims(*loss->type().shape)) != 1) {
-      return absl::FailedPreconditionError("nan-guard: the step has no float scalar 'loss'");
-    }
-    std::vector<ir::Node*> updates;
-    for (ir::Node* n : g.nodes()) {
-      if (n->domain() == ir::kOttrDomain && (n->op_type() == "AdamUpdateN" || n->op_type() == "SGDUpdateN") &&
-          n->GetInt("guarded", 0) == 0) {
-        updates.push_back(n);
-      }
-    }
-    if (updates.empty()) return false;
-    for (ir::Node* n : updates) {
-      g.AppendNodeInput(n, loss);
-      n->set_attr("guarded", Attribute(int64_t{1}));
-    }
-    Value* step = g.FindValue(kStepState);
-    Value* step_new = g.FindValue("ottr.step.new");
-    if (step == nullptr || step_new == nullptr) return true;
-    const std::string origin = "nan-guard";
-    // loss - loss is 0 for a finite loss and NaN otherwise.
-    OTTR_ASSIGN_OR_RETURN(Value * diff, Add1(g, "Sub", {loss, loss}, "ottr.loss_minus_loss", origin));
-    OTTR_ASSIGN_OR_RETURN(Value * zero, ConstantNode(g, ir::Tensor(loss->type().dtype, ir::StaticDims(*loss->type().shape)),
-                                                     "ottr.zero", origin));
-    OTTR_ASSIGN_OR_RETURN(Value * ok, Add1(g, "Equal", {diff, zero}, "ottr.loss_is_finite", origin));
-    OTTR_ASSIGN_OR_RETURN(ir::Node * where, Add(g, {"Where", "", {ok, step_new, step}, {g.UniqueName("ottr.step.guarded")}, {}, origin}));
-    g.ReplaceAllUsesWith(step_new, where->output(0));
-    g.SetNodeInput(where, 1, step_new);  // undo the self-reference the replacement made
-    return true;
-  }
+ private:
+  size_t min_group_;
 };
 
 absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
@@ -526,6 +490,10 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
         spec.precision == Precision::kBf16 ? DType::kBFloat16 : DType::kFloat16, spec.keep_fp32));
   }
   pm.Add(std::make_unique<AppendLossPass>(spec.loss));
+  const LossScaleSpec::Kind scaling = EffectiveLossScale(spec);
+  LossScaleSpec loss_scale = spec.loss_scale;
+  loss_scale.kind = scaling;
+  if (scaling != LossScaleSpec::Kind::kNone) pm.Add(CreateScaleLossPass(loss_scale));
   pm.Add(std::make_unique<AutodiffPass>(spec.freeze, spec.expose_gradients));
   if (spec.optimizer.max_grad_norm > 0) {
     pm.Add(std::make_unique<ClipGradientsPass>(spec.optimizer.max_grad_norm, spec.freeze));
@@ -533,8 +501,14 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
   pm.Add(std::make_unique<OptimizerPass>(spec.optimizer, spec.freeze));
   pm.Add(std::make_unique<BatchNormStatisticsPass>());
   pm.Add(Simplify());
-  if (spec.multi_tensor_updates) pm.Add(std::make_unique<GroupOptimizerUpdatesPass>());
-  if (spec.multi_tensor_updates && spec.nan_guard) pm.Add(std::make_unique<NanGuardPass>());
+  if (scaling != LossScaleSpec::Kind::kNone) {
+    // The loss scaling's finiteness check also covers the loss: the nan-guard is implied.
+    pm.Add(std::make_unique<GroupOptimizerUpdatesPass>(1));
+    pm.Add(CreateUnscaleGradientsPass(loss_scale));
+  } else {
+    if (spec.multi_tensor_updates) pm.Add(std::make_unique<GroupOptimizerUpdatesPass>());
+    if (spec.multi_tensor_updates && spec.nan_guard) pm.Add(CreateNanGuardPass());
+  }
   if (spec.fuse_epilogues) {
     pm.Add(CreateFoldGemmCastsPass());
     pm.Add(CreateFuseGemmEpiloguePass());

@@ -9,6 +9,9 @@
 //   output %loss         f32[] the loss of this batch, then the model's outputs
 //   init   %<param>.m / .v / .momentum_buffer   optimizer state (zeros), updated by the step
 //   update %<param> <- new value, and likewise each state
+// With loss scaling (passes/loss_scaling.h):
+//   init   %ottr.loss_scale             the loss's type, []: the gradient seed (d loss = scale)
+//   init   %ottr.loss_scale.good_steps  i64[]: finite steps since the scale last changed (dynamic)
 #ifndef OTTR_PASSES_TRAINING_H_
 #define OTTR_PASSES_TRAINING_H_
 
@@ -28,6 +31,8 @@ inline constexpr char kLabelsInput[] = "labels";
 inline constexpr char kLossOutput[] = "loss";
 inline constexpr char kLrInput[] = "ottr.lr";
 inline constexpr char kStepState[] = "ottr.step";
+inline constexpr char kLossScaleState[] = "ottr.loss_scale";
+inline constexpr char kGoodStepsState[] = "ottr.loss_scale.good_steps";
 
 struct LossSpec {
   enum class Kind { kModelOutput, kSoftmaxCrossEntropy, kMse };
@@ -52,6 +57,21 @@ struct OptimizerSpec {
   float max_grad_norm = 0.0f;  // > 0: clip gradients by their global L2 norm
 };
 
+// Loss scaling (passes/loss_scaling.h): autodiff seeds the loss's gradient with the scale S (a
+// state value in device memory), the N-ary optimizer update multiplies every gradient by 1/S, and
+// a step whose loss or gradients are not all finite is skipped on the device (parameters,
+// optimizer state and %ottr.step unchanged). kDynamic also multiplies S by backoff_factor on such
+// a step and by growth_factor after growth_interval finite steps in a row (torch.amp.GradScaler's
+// defaults); kStatic keeps S. kAuto is kDynamic for Precision::kFp16 and kNone otherwise.
+struct LossScaleSpec {
+  enum class Kind { kAuto, kNone, kStatic, kDynamic };
+  Kind kind = Kind::kAuto;
+  float init_scale = 65536.0f;
+  float growth_factor = 2.0f;
+  float backoff_factor = 0.5f;
+  int64_t growth_interval = 2000;
+};
+
 // Numeric precision of the step. kFp32 and kTf32 differ only in the CUDA executor's TF32 setting
 // (float32 GEMMs/convolutions on TF32 tensor cores or not); kBf16 and kFp16 add the
 // mixed-precision pass (passes/mixed_precision.h): GEMMs and convolutions in the 16-bit type with
@@ -65,15 +85,18 @@ struct TrainingSpec {
   std::string freeze;  // regex: initializers whose names match are not trained
   int64_t batch = 0;   // binds the leading dim of the inputs
   std::vector<std::pair<std::string, int64_t>> dims;  // other symbolic dims
-  bool expose_gradients = false;  // keep "<param>.grad" as graph outputs (tests, tooling)
+  // Keep "<param>.grad" as graph outputs (tests, tooling); with loss scaling they are the scaled
+  // gradients (the optimizer unscales them).
+  bool expose_gradients = false;
   // Group the per-parameter updates into one N-ary node (group-optimizer-updates): one
   // multi-tensor launch on the GPU, at the cost of keeping every gradient live until it runs.
   // The tools turn it on for the CUDA executor.
   bool multi_tensor_updates = false;
-  // With multi_tensor_updates: the grouped updates skip a step whose loss is not finite
-  // (nan-guard). The CPU reference runs it; the CUDA kernel is not written yet, so the trainer
-  // does not turn it on.
+  // With multi_tensor_updates: the grouped updates skip a step whose loss or any gradient is not
+  // finite, on the device (nan-guard, passes/loss_scaling.h). `ottr train --device cuda` turns it
+  // on (with the grouped update, its default there).
   bool nan_guard = false;
+  LossScaleSpec loss_scale;
   // Fuse each linear layer's GEMM with its bias, activation and their gradients into
   // ottr::FusedGemm nodes (passes/fusion_passes.h): one cuBLASLt epilogue launch where there were
   // several kernels. The tools turn it on for the CUDA executor.
@@ -86,14 +109,19 @@ struct TrainingSpec {
   std::set<std::string> disabled_passes;
 };
 
+// The loss scaling `spec` asks for, kAuto resolved by its precision.
+LossScaleSpec::Kind EffectiveLossScale(const TrainingSpec& spec);
+
 // The name of a parameter's gradient value in the step graph.
 std::string GradName(const std::string& param);
 
 // Adds the training pipeline's passes, in order, to `pm`:
 //   infer-shapes, simplify (constant-folding + cse + dce), mixed-precision (when spec.precision
-//   is kBf16 or kFp16), append-loss, autodiff,
+//   is kBf16 or kFp16), append-loss, scale-loss (with loss scaling), autodiff,
 //   clip-gradients (when asked), optimizer, batchnorm-statistics, simplify,
-//   group-optimizer-updates (when spec.multi_tensor_updates), fold-gemm-casts, fuse-gemm-epilogue,
+//   group-optimizer-updates (when spec.multi_tensor_updates or loss scaling; the latter groups
+//   even a single update), nan-guard (spec.nan_guard without loss scaling), unscale-gradients
+//   (with loss scaling), fold-gemm-casts, fuse-gemm-epilogue,
 //   fuse-gemm-dact-bgrad, fuse-gemm-bgrad (when spec.fuse_epilogues).
 absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec);
 

@@ -1,5 +1,7 @@
 #include "tools/training_flags.h"
 
+#include <cmath>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -11,7 +13,8 @@ std::set<std::string> TrainingValueFlags() {
   return {"loss", "logits", "loss-output", "ignore-index", "label-smoothing", "optimizer", "lr",
           "momentum", "dampening", "weight-decay", "beta1", "beta2", "eps", "clip-grad-norm",
           "batch", "freeze", "dim", "multi-tensor-optimizer", "fuse-epilogues", "layout",
-          "disable-passes", "precision", "keep-fp32"};
+          "disable-passes", "precision", "keep-fp32", "loss-scale",
+          "loss-scale-growth-interval"};
 }
 
 std::set<std::string> TrainingSwitchFlags() { return {"nesterov", "no-tf32"}; }
@@ -77,6 +80,33 @@ absl::StatusOr<passes::TrainingSpec> ParseTrainingSpec(const Args& args, int64_t
   if (!spec.keep_fp32.empty() && spec.precision != passes::Precision::kBf16 &&
       spec.precision != passes::Precision::kFp16) {
     return absl::InvalidArgumentError("--keep-fp32 applies to --precision bf16 or fp16");
+  }
+  // --loss-scale auto|dynamic|none|S (default auto: dynamic for fp16, none otherwise; a number is
+  // a static scale S); --loss-scale-growth-interval N (dynamic: finite steps before the scale
+  // doubles, default 2000). The initial dynamic scale is 65536 (torch.amp.GradScaler's).
+  const std::string ls = args.get("loss-scale", "auto");
+  if (ls == "auto") {
+    spec.loss_scale.kind = passes::LossScaleSpec::Kind::kAuto;
+  } else if (ls == "dynamic") {
+    spec.loss_scale.kind = passes::LossScaleSpec::Kind::kDynamic;
+  } else if (ls == "none") {
+    spec.loss_scale.kind = passes::LossScaleSpec::Kind::kNone;
+  } else {
+    double scale = 0;
+    if (!absl::SimpleAtod(ls, &scale) || !(scale > 0) || !std::isfinite(static_cast<float>(scale))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--loss-scale ", ls, ": expected auto, dynamic, none or a positive number"));
+    }
+    spec.loss_scale.kind = passes::LossScaleSpec::Kind::kStatic;
+    spec.loss_scale.init_scale = static_cast<float>(scale);
+  }
+  OTTR_ASSIGN_OR_RETURN(spec.loss_scale.growth_interval, args.get_int("loss-scale-growth-interval", 2000));
+  if (spec.loss_scale.growth_interval < 1) {
+    return absl::InvalidArgumentError("--loss-scale-growth-interval must be at least 1");
+  }
+  if (args.has("loss-scale-growth-interval") && passes::EffectiveLossScale(spec) != passes::LossScaleSpec::Kind::kDynamic) {
+    return absl::InvalidArgumentError("--loss-scale-growth-interval applies to dynamic loss scaling (--precision fp16 "
+                                      "or --loss-scale dynamic)");
   }
   OTTR_ASSIGN_OR_RETURN(spec.loss.ignore_index, args.get_int("ignore-index", -100));
   OTTR_ASSIGN_OR_RETURN(double smoothing, args.get_double("label-smoothing", 0.0));

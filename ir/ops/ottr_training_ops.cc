@@ -20,10 +20,21 @@
 //     runs one multi-tensor launch (the group-optimizer-updates pass makes them). With
 //     `guarded = 1` one more input comes last: a float scalar (the loss); when it is not finite
 //     the update is skipped (every output equals its input), so a bad batch leaves the
-//     parameters and optimizer state as they were (the nan-guard pass sets this up).
+//     parameters and optimizer state as they were. The guard may also be a bool scalar: false
+//     skips (the nan-guard and the loss scaling pass AllFinite of the loss and the gradients). With
+//     `unscale = 1` a float scalar S (the loss scale) comes before the guard and each gradient is
+//     multiplied by T(1 / S) first (PyTorch's GradScaler: grad * scale.double().reciprocal()
+//     .float()). Input layout: ir/optimizer_update.h.
+//   ottr::AllFinite(x_0, ..., x_k) -> ok bool[]
+//     true when every element of every (float) input is finite.
+//   ottr::LossScaleUpdate(scale f[], good_steps i64[], ok bool[]) -> (scale', good_steps')
+//     torch.amp's _amp_update_scale_: not ok: scale' = scale · backoff_factor, good' = 0;
+//     ok: good' = good + 1, and when good' reaches growth_interval scale' = scale · growth_factor
+//     (kept only if finite) and good' = 0. Defaults 2.0, 0.5, 2000.
 #include "absl/strings/str_cat.h"
 #include "ir/gradient.h"
 #include "ir/op_registry.h"
+#include "ir/optimizer_update.h"
 #include "ir/ops/shape_helpers.h"
 #include "ir/status.h"
 
@@ -33,32 +44,31 @@ namespace {
 using K = Attribute::Kind;
 
 // Tensors of an N-ary update: Adam (2 + 4n inputs, 3n outputs); SGD (2 + 2n inputs, n outputs)
-// or with momentum buffers (2 + 3n inputs, 2n outputs).
+// or with momentum buffers (2 + 3n inputs, 2n outputs); then [grad_scale], [guard]
+// (ir/optimizer_update.h).
 absl::Status InferParamUpdateN(InferenceContext& ctx, bool adam) {
-  const bool guarded = ctx.node().GetInt("guarded", 0) != 0;
-  const int in = ctx.num_inputs() - 2 - (guarded ? 1 : 0), out = ctx.num_outputs();
-  if (guarded) {
-    const TensorType& g = ctx.input_type(ctx.num_inputs() - 1);
-    if (!IsFloat(g.dtype) || !g.is_static() || NumElements(StaticDims(*g.shape)) != 1) {
-      return ctx.Error(absl::StrCat("the guard (last input) must be a float scalar, got ", g.ToString()));
+  const UpdateNLayout l = UpdateNLayoutOf(ctx.node(), adam);
+  auto scalar = [&](int i) {
+    const TensorType& t = ctx.input_type(i);
+    return t.is_static() && NumElements(StaticDims(*t.shape)) == 1;
+  };
+  if (l.guard >= 0) {
+    const TensorType& g = ctx.input_type(l.guard);
+    if (!(IsFloat(g.dtype) || g.dtype == DType::kBool) || !scalar(l.guard)) {
+      return ctx.Error(absl::StrCat("the guard (last input) must be a float or bool scalar, got ", g.ToString()));
     }
   }
-  int n = 0, states = 0;
-  if (adam) {
-    n = in / 4;
-    states = 2;
-    if (in != 4 * n || out != 3 * n || n == 0) {
-      return ctx.Error(absl::StrCat("AdamUpdateN needs 2 + 4n inputs and 3n outputs, got ", ctx.num_inputs(),
-                                    " and ", out));
-    }
-  } else {
-    states = in == 2 * out ? 0 : 1;
-    n = states == 0 ? out : out / 2;
-    if (n == 0 || in != (2 + states) * n || out != (1 + states) * n) {
-      return ctx.Error(absl::StrCat("SGDUpdateN needs 2 + 2n (or 3n) inputs and n (or 2n) outputs, got ",
-                                    ctx.num_inputs(), " and ", out));
-    }
+  if (l.grad_scale >= 0 && (!IsFloat(ctx.input_type(l.grad_scale).dtype) || !scalar(l.grad_scale))) {
+    return ctx.Error(absl::StrCat("the gradient scale (input ", l.grad_scale, ") must be a float scalar, got ",
+                                  ctx.input_type(l.grad_scale).ToString()));
   }
+  if (!l.valid) {
+    return ctx.Error(adam ? absl::StrCat("AdamUpdateN needs 2 + 4n inputs and 3n outputs, got ", ctx.num_inputs(),
+                                         " and ", ctx.num_outputs())
+                          : absl::StrCat("SGDUpdateN needs 2 + 2n (or 3n) inputs and n (or 2n) outputs, got ",
+                                         ctx.num_inputs(), " and ", ctx.num_outputs()));
+  }
+  const int n = l.n, states = l.states;
   for (int k = 0; k < n; ++k) {
     const TensorType& p = ctx.input_type(2 + k);
     if (ctx.input_type(2 + n + k) != p) {
@@ -68,6 +78,34 @@ absl::Status InferParamUpdateN(InferenceContext& ctx, bool adam) {
     ctx.set_output_type(k, p);
     for (int s = 0; s < states; ++s) ctx.set_output_type((1 + s) * n + k, ctx.input_type(2 + (2 + s) * n + k));
   }
+  return absl::OkStatus();
+}
+
+// ottr::AllFinite(x_0, ...) -> bool[]: every element of every input is finite.
+absl::Status InferAllFinite(InferenceContext& ctx) {
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i) || !IsFloat(ctx.input_type(i).dtype)) {
+      return ctx.Error(absl::StrCat("input ", i, " must be a float tensor"));
+    }
+  }
+  ctx.set_output_type(0, TensorType(DType::kBool, Shape{}));
+  return absl::OkStatus();
+}
+
+// ottr::LossScaleUpdate(scale, good_steps, ok) -> (scale', good_steps').
+absl::Status InferLossScaleUpdate(InferenceContext& ctx) {
+  const TensorType& s = ctx.input_type(0);
+  const TensorType& c = ctx.input_type(1);
+  const TensorType& ok = ctx.input_type(2);
+  auto scalar = [](const TensorType& t) { return t.is_static() && NumElements(StaticDims(*t.shape)) == 1; };
+  if (!IsFloat(s.dtype) || !scalar(s)) return ctx.Error(absl::StrCat("the scale must be a float scalar, got ", s.ToString()));
+  if (c.dtype != DType::kInt64 || !scalar(c)) {
+    return ctx.Error(absl::StrCat("the good-step counter must be an int64 scalar, got ", c.ToString()));
+  }
+  if (ok.dtype != DType::kBool || !scalar(ok)) return ctx.Error(absl::StrCat("ok must be a bool scalar, got ", ok.ToString()));
+  if (ctx.node().GetInt("growth_interval", 2000) < 1) return ctx.Error("growth_interval must be at least 1");
+  ctx.set_output_type(0, s);
+  ctx.set_output_type(1, c);
   return absl::OkStatus();
 }
 
@@ -184,6 +222,7 @@ void RegisterOptimizerOps(OpRegistry& r) {
                  .Attr("weight_decay", K::kFloat)
                  .Attr("decoupled", K::kInt)
                  .Attr("guarded", K::kInt)
+                 .Attr("unscale", K::kInt)
                  .Shape([](InferenceContext& c) { return InferParamUpdateN(c, true); })
                  .NotDifferentiable()
                  .Build());
@@ -195,7 +234,23 @@ void RegisterOptimizerOps(OpRegistry& r) {
                  .Attr("nesterov", K::kInt)
                  .Attr("weight_decay", K::kFloat)
                  .Attr("guarded", K::kInt)
+                 .Attr("unscale", K::kInt)
                  .Shape([](InferenceContext& c) { return InferParamUpdateN(c, false); })
+                 .NotDifferentiable()
+                 .Build());
+  r.Register(OpSchemaBuilder(std::string(kOttrDomain), "AllFinite")
+                 .Inputs(1, -1)
+                 .Outputs(1, 1)
+                 .Shape(InferAllFinite)
+                 .NotDifferentiable()
+                 .Build());
+  r.Register(OpSchemaBuilder(std::string(kOttrDomain), "LossScaleUpdate")
+                 .Inputs(3, 3)
+                 .Outputs(2, 2)
+                 .Attr("growth_factor", K::kFloat)
+                 .Attr("backoff_factor", K::kFloat)
+                 .Attr("growth_interval", K::kInt)
+                 .Shape(InferLossScaleUpdate)
                  .NotDifferentiable()
                  .Build());
 }

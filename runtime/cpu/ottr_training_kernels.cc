@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "ir/optimizer_update.h"
 #include "ir/status.h"
 #include "runtime/cpu/kernel.h"
 
@@ -105,7 +106,15 @@ template <typename T> struct SceBackwardOp { static absl::Status Run(KernelConte
 struct UpdateSlots {
   int p, g, lr, step, s0, s1;  // s0/s1: state inputs (-1: none)
   int po, s0o, s1o;
+  int grad_scale = -1;  // the loss scale S (-1: none): gradients are multiplied by T(1 / S)
 };
+
+// The factor a gradient is multiplied by: T(1 / S) for a loss scale S, computed in double and
+// rounded once (PyTorch's GradScaler: scale.double().reciprocal().float()).
+template <typename T>
+T InverseScale(KernelContext& ctx, int grad_scale) {
+  return grad_scale < 0 ? T(1) : static_cast<T>(1.0 / ctx.input(grad_scale).GetAsDouble(0));
+}
 
 template <typename T>
 absl::Status SgdApply(KernelContext& ctx, const UpdateSlots& s) {
@@ -121,11 +130,14 @@ absl::Status SgdApply(KernelContext& ctx, const UpdateSlots& s) {
   if (p.dtype() != g.dtype() || p.num_elements() != g.num_elements()) {
     return ctx.Error(absl::StrCat("gradient ", g.type().ToString(), " does not match param ", p.type().ToString()));
   }
+  const bool unscale = s.grad_scale >= 0;
+  const T inv = InverseScale<T>(ctx, s.grad_scale);
   Tensor& out = ctx.AllocateOutput(s.po, p.dtype(), p.dims());
   Tensor* buf_out = has_buf ? &ctx.AllocateOutput(s.s0o, p.dtype(), p.dims()) : nullptr;
   for (int64_t i = 0; i < p.num_elements(); ++i) {
     const T x = p.data<T>()[i];
     T d = g.data<T>()[i];
+    if (unscale) d = d * inv;
     if (wd != 0) d = d + wd * x;
     if (has_buf) {
       T b = step <= 1 ? d : momentum * ctx.input(s.s0).data<T>()[i] + (1 - dampening) * d;
@@ -167,12 +179,15 @@ absl::Status AdamApply(KernelContext& ctx, const UpdateSlots& s) {
   const T b2 = static_cast<T>(beta2);
   const T w2 = static_cast<T>(1.0 - beta2);
   const T wdt = static_cast<T>(wd);
+  const bool unscale = s.grad_scale >= 0;
+  const T inv = InverseScale<T>(ctx, s.grad_scale);
   Tensor& po = ctx.AllocateOutput(s.po, p.dtype(), p.dims());
   Tensor& mo = ctx.AllocateOutput(s.s0o, m.dtype(), m.dims());
   Tensor& vo = ctx.AllocateOutput(s.s1o, v.dtype(), v.dims());
   for (int64_t i = 0; i < p.num_elements(); ++i) {
     T x = p.data<T>()[i];
     T d = g.data<T>()[i];
+    if (unscale) d = d * inv;
     if (wd != 0.0) {
       if (decoupled) {
         x = x * decay;
@@ -202,11 +217,14 @@ absl::Status AdamUpdate(KernelContext& ctx) {
   return AdamApply<T>(ctx, {0, 1, 2, 3, 4, 5, 0, 1, 2});
 }
 
-// With `guarded`, a non-finite guard (the last input, the loss) skips the update: every output
-// takes its input's value (a copy unless the executor placed it in place).
-bool GuardTripped(KernelContext& ctx) {
-  if (ctx.attr_int("guarded", 0) == 0) return false;
-  return !std::isfinite(ctx.input(ctx.num_inputs() - 1).GetAsDouble(0));
+// With `guarded`, the guard (the last input) skips the update: a float guard (the loss) when it
+// is not finite, a bool guard (every gradient finite) when it is false. Every output then takes
+// its input's value (a copy unless the executor placed it in place).
+bool GuardTripped(KernelContext& ctx, const ir::UpdateNLayout& l) {
+  if (l.guard < 0) return false;
+  const Tensor& g = ctx.input(l.guard);
+  if (g.dtype() == DType::kBool) return !g.data<bool>()[0];
+  return !std::isfinite(g.GetAsDouble(0));
 }
 
 // Copies input `in` to output `out` (skipped update).
@@ -216,14 +234,14 @@ void PassThrough(KernelContext& ctx, int out, int in) {
   if (y.raw_data() != x.raw_data()) std::memcpy(y.raw_data(), x.raw_data(), x.nbytes());
 }
 
-int UpdateNInputs(KernelContext& ctx) { return ctx.num_inputs() - (ctx.attr_int("guarded", 0) != 0 ? 1 : 0); }
-
 // N-ary forms: each tensor in turn, in place where the executor placed outputs over inputs
 // (every element is read before the same element is written).
 template <typename T>
 absl::Status AdamUpdateN(KernelContext& ctx) {
-  const int n = (UpdateNInputs(ctx) - 2) / 4;
-  const bool skip = GuardTripped(ctx);
+  const ir::UpdateNLayout l = ir::UpdateNLayoutOf(ctx.node(), true);
+  if (!l.valid) return ctx.Error("unexpected arity");
+  const int n = l.n;
+  const bool skip = GuardTripped(ctx, l);
   for (int k = 0; k < n; ++k) {
     if (skip) {
       PassThrough(ctx, k, 2 + k);
@@ -231,26 +249,74 @@ absl::Status AdamUpdateN(KernelContext& ctx) {
       PassThrough(ctx, 2 * n + k, 2 + 3 * n + k);
       continue;
     }
-    OTTR_RETURN_IF_ERROR(AdamApply<T>(ctx, {2 + k, 2 + n + k, 0, 1, 2 + 2 * n + k, 2 + 3 * n + k, k, n + k, 2 * n + k}));
+    UpdateSlots s{2 + k, 2 + n + k, 0, 1, 2 + 2 * n + k, 2 + 3 * n + k, k, n + k, 2 * n + k};
+    s.grad_scale = l.grad_scale;
+    OTTR_RETURN_IF_ERROR(AdamApply<T>(ctx, s));
   }
   return absl::OkStatus();
 }
 template <typename T>
 absl::Status SgdUpdateN(KernelContext& ctx) {
-  const int in = UpdateNInputs(ctx) - 2, out = ctx.num_outputs();
-  const bool buf = in != 2 * out;
-  const int n = buf ? out / 2 : out;
-  const bool skip = GuardTripped(ctx);
+  const ir::UpdateNLayout l = ir::UpdateNLayoutOf(ctx.node(), false);
+  if (!l.valid) return ctx.Error("unexpected arity");
+  const bool buf = l.states == 1;
+  const int n = l.n;
+  const bool skip = GuardTripped(ctx, l);
   for (int k = 0; k < n; ++k) {
     if (skip) {
       PassThrough(ctx, k, 2 + k);
       if (buf) PassThrough(ctx, n + k, 2 + 2 * n + k);
       continue;
     }
-    OTTR_RETURN_IF_ERROR(SgdApply<T>(ctx, {2 + k, 2 + n + k, 0, 1, buf ? 2 + 2 * n + k : -1, -1, k, buf ? n + k : -1, -1}));
+    UpdateSlots s{2 + k, 2 + n + k, 0, 1, buf ? 2 + 2 * n + k : -1, -1, k, buf ? n + k : -1, -1};
+    s.grad_scale = l.grad_scale;
+    OTTR_RETURN_IF_ERROR(SgdApply<T>(ctx, s));
   }
   return absl::OkStatus();
 }
+
+// ottr::AllFinite: a bool scalar, true when no input holds a NaN or an infinity.
+absl::Status AllFinite(KernelContext& ctx) {
+  bool ok = true;
+  for (int i = 0; i < ctx.num_inputs() && ok; ++i) {
+    const Tensor& x = ctx.input(i);
+    if (!ir::IsFloat(x.dtype())) return ctx.Error(absl::StrCat("input ", i, " is not a float tensor"));
+    for (int64_t j = 0; j < x.num_elements() && ok; ++j) ok = std::isfinite(x.GetAsDouble(j));
+  }
+  ctx.AllocateOutput(0, DType::kBool, {}).data<bool>()[0] = ok;
+  return absl::OkStatus();
+}
+
+// ottr::LossScaleUpdate (torch.amp's _amp_update_scale_): the new scale is computed in the
+// scale's type; inputs are read before outputs are written (safe in place).
+absl::Status LossScaleUpdate(KernelContext& ctx) {
+  const double scale = ctx.input(0).GetAsDouble(0);
+  const int64_t good = ctx.input(1).GetAsInt64(0);
+  const bool ok = ctx.input(2).data<bool>()[0];
+  const double growth = ctx.attr_float("growth_factor", 2.0f);
+  const double backoff = ctx.attr_float("backoff_factor", 0.5f);
+  const int64_t interval = ctx.attr_int("growth_interval", 2000);
+  const DType t = ctx.input(0).dtype();
+  Tensor& so = ctx.AllocateOutput(0, t, {});
+  auto store = [&](double v) {
+    ir::VisitDType(t, [&]<typename T>() {
+      if constexpr (!std::is_void_v<T>) so.data<T>()[0] = ir::FromDouble<T>(v);
+    });
+  };
+  int64_t new_good = 0;
+  if (!ok) {
+    store(scale * backoff);
+  } else if (good + 1 >= interval) {
+    store(scale * growth);
+    if (!std::isfinite(so.GetAsDouble(0))) store(scale);  // growth overflowed the type: keep
+  } else {
+    store(scale);
+    new_good = good + 1;
+  }
+  ctx.AllocateOutput(1, DType::kInt64, {}).data<int64_t>()[0] = new_good;
+  return absl::OkStatus();
+}
+
 template <typename T> struct AdamNOp { static absl::Status Run(KernelContext& c) { return AdamUpdateN<T>(c); } };
 template <typename T> struct SgdNOp { static absl::Status Run(KernelContext& c) { return SgdUpdateN<T>(c); } };
 template <typename T> struct AdamOp { static absl::Status Run(KernelContext& c) { return AdamUpdate<T>(c); } };
@@ -269,6 +335,8 @@ void RegisterOttrTrainingKernels(KernelRegistry& r) {
   r.Register(d, "AdamUpdate", [](KernelContext& c) { return DispatchFloat<AdamOp>(c, c.input(0).dtype()); });
   r.Register(d, "SGDUpdateN", [](KernelContext& c) { return DispatchFloat<SgdNOp>(c, c.input(2).dtype()); });
   r.Register(d, "AdamUpdateN", [](KernelContext& c) { return DispatchFloat<AdamNOp>(c, c.input(2).dtype()); });
+  r.Register(d, "AllFinite", AllFinite);
+  r.Register(d, "LossScaleUpdate", LossScaleUpdate);
 }
 
 }  // namespace ottr::runtime::cpu
