@@ -143,7 +143,28 @@ class CpuStepRunner : public StepRunner {
 #ifdef OTTR_HAVE_CUDA
 class CudaStepRunner : public StepRunner {
  public:
-  explicit CudaStepRunner(std::unique_ptr<cuda::CudaExecutor> exec) : exec_(std::move(exec)) {}
+  CudaStepRunner(std::unique_ptr<cuda::CudaExecutor> exec, const ir::Graph* step)
+      : exec_(std::move(exec)), step_(step) {}
+  // Re-runs `feeds` on the CPU reference from host copies of the device's current state, with a
+  // finiteness check after every node. (The state is the one the device holds now, which may be
+  // a few steps past the one that went non-finite; the message says so when the re-run is
+  // finite.)
+  std::string Diagnose(const runtime::TensorMap& feeds) override {
+    runtime::cpu::CpuExecutorOptions o;
+    o.check_finite = true;
+    auto cpu = runtime::cpu::CpuExecutor::Create(*step_, o);
+    if (!cpu.ok()) return absl::StrCat("unknown (the CPU re-run could not start: ", cpu.status().message(), ")");
+    for (const ir::StateUpdate& u : step_->updates()) {
+      const Tensor* t = exec_->State(u.target->name());
+      if (t == nullptr) return absl::StrCat("unknown (no device state '", u.target->name(), "')");
+      if (absl::Status st = (*cpu)->SetState(u.target->name(), *t); !st.ok()) {
+        return absl::StrCat("unknown (", st.message(), ")");
+      }
+    }
+    auto r = (*cpu)->Run(feeds);
+    if (!r.ok()) return absl::StrCat(r.status().message(), " (CPU re-run of the batch from the current parameters)");
+    return "none found: the batch re-run on the CPU from the current parameters is finite";
+  }
   absl::StatusOr<std::vector<Tensor>> Run(const runtime::TensorMap& feeds) override { return exec_->Run(feeds); }
   absl::StatusOr<Tensor> State(const std::string& name) override {
     const Tensor* t = exec_->State(name);
@@ -166,6 +187,7 @@ class CudaStepRunner : public StepRunner {
 
  private:
   std::unique_ptr<cuda::CudaExecutor> exec_;
+  const ir::Graph* step_;
   int loss_scalar_ = -1;
 };
 #endif
@@ -221,9 +243,6 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
   }
   OTTR_ASSIGN_OR_RETURN(std::unique_ptr<ir::Graph> forward, importer::ImportModelFile(model_path));
   passes::TrainingSpec spec = config.spec;
-  // On CUDA the step updates in place: a non-finite step is skipped on the device (nan-guard).
-  // (The nan-guard pass, which would skip such a step on the device, has no CUDA kernel yet.)
-  const bool step_skips_on_device = false;
   const bool steps_data = data.kind == runtime::DataSource::Kind::kSteps;
   if (steps_data) {
     // The batch size is the leading dimension of the labels (or of any fed tensor).
@@ -269,6 +288,11 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
   std::unique_ptr<ir::Graph> initialization;
   std::vector<std::pair<std::string, std::string>> init_binding;
   const bool standard_training = proto.training_info_size() > 0;
+  // On CUDA the step updates in place: with the grouped optimizer update a step whose loss or
+  // gradients are not finite is skipped on the device (nan-guard; loss scaling implies it),
+  // whatever the policy: `skip` goes on, `stop` ends the run (that step's update not applied).
+  const bool step_skips_on_device = config.device == "cuda" && spec.multi_tensor_updates && !standard_training;
+  if (step_skips_on_device) spec.nan_guard = true;
   if (standard_training) {
     // The model carries its own training step (ONNX TrainingInfoProto): run its algorithm.
     if (!steps_data) {
@@ -290,10 +314,15 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
   std::unique_ptr<StepRunner> exec;
   if (config.device == "cuda") {
 #ifdef OTTR_HAVE_CUDA
-    if (config.nan_skip && !step_skips_on_device) {
+    if (config.nan_skip && !step_skips_on_device && !standard_training) {
       return absl::InvalidArgumentError(
-          "--nan-policy skip runs on the CPU executor only: the CUDA step updates parameters in place "
-          "(use --nan-policy stop, which keeps the last checkpoint, or --device cpu)");
+          "--nan-policy skip on CUDA needs the grouped optimizer update (--multi-tensor-optimizer on), "
+          "which skips a non-finite step on the device");
+    }
+    if (config.nan_skip && standard_training) {
+      return absl::InvalidArgumentError(
+          "--nan-policy skip: a model's own training algorithm (TrainingInfoProto) updates in place on CUDA; "
+          "use --device cpu");
     }
     cuda::CudaExecutorOptions o;
     o.seed = config.seed;
@@ -301,7 +330,7 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
     o.use_cuda_graph = config.cuda_graph;
     o.algo_cache_file = config.algo_cache;
     OTTR_ASSIGN_OR_RETURN(auto e, cuda::CudaExecutor::Create(*step, o));
-    exec = std::make_unique<CudaStepRunner>(std::move(e));
+    exec = std::make_unique<CudaStepRunner>(std::move(e), step.get());
 #else
     return absl::FailedPreconditionError("--device cuda: this ottr was built without CUDA");
 #endif
@@ -401,7 +430,8 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
     int64_t loss_count = 0;
     int64_t submitted = 0;  // pipelined steps whose loss has not been read yet
     const int64_t drain_every = std::max<int64_t>(1, std::min<int64_t>(config.log_every, 200));
-    for (int64_t b = steps_done % per_epoch; b < per_epoch && steps_done < total; ++b) {
+    // The feeds of batch b of this epoch, taken as step `at` (also rebuilt to diagnose a step).
+    auto feeds_of = [&](int64_t b, int64_t at) -> absl::StatusOr<runtime::TensorMap> {
       runtime::TensorMap feeds;
       if (steps_data) {
         feeds = data.steps[b];
@@ -411,9 +441,12 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
                                                         passes::kLabelsInput));
       }
       if (!standard_training) {
-        feeds[passes::kLrInput] =
-            Tensor::Scalar<float>(static_cast<float>(config.schedule.At(steps_done, total)));
+        feeds[passes::kLrInput] = Tensor::Scalar<float>(static_cast<float>(config.schedule.At(at, total)));
       }
+      return feeds;
+    };
+    for (int64_t b = steps_done % per_epoch; b < per_epoch && steps_done < total; ++b) {
+      OTTR_ASSIGN_OR_RETURN(runtime::TensorMap feeds, feeds_of(b, steps_done));
       if (exec->Pipelined()) {
         // Submit now, read losses every few steps: the device never waits for the host.
         OTTR_RETURN_IF_ERROR(AnnotateStatus(exec->Submit(feeds), absl::StrCat("step ", steps_done)));
@@ -428,7 +461,7 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
         submitted = 0;
         for (size_t i = 0; i < losses.size(); ++i) {
           const int64_t at = steps_done - static_cast<int64_t>(losses.size()) + static_cast<int64_t>(i);
-          if (!std::isfinite(losses[i]) && step_skips_on_device) {
+          if (!std::isfinite(losses[i]) && step_skips_on_device && config.nan_skip) {
             progress.EndLine();
             std::printf("step %lld: loss %g is not finite: step skipped on the device\n",
                         static_cast<long long>(at), losses[i]);
@@ -436,10 +469,19 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
           }
           if (!std::isfinite(losses[i])) {
             progress.EndLine();
+            // The batch of step `at` (this epoch's: losses are drained at every epoch's end).
+            std::string where = "unknown";
+            if (auto bad = feeds_of(at % per_epoch, at); bad.ok()) where = exec->Diagnose(*bad);
             return absl::DataLossError(absl::StrCat(
-                "step ", at, ": the loss is ", losses[i], " (", config.device,
-                " checks the loss every ", drain_every, " steps; parameters were updated after it). Nothing was "
-                "written after the last checkpoint; --device cpu names the first non-finite tensor"));
+                "step ", at, ": the loss is ", losses[i], "; first non-finite tensor: ", where,
+                step_skips_on_device
+                    ? absl::StrCat(". The step was skipped on the device; the run stopped at step ", steps_done,
+                                   " (the loss is read every ", drain_every,
+                                   " steps). Nothing was written after the last checkpoint; use --nan-policy skip "
+                                   "to skip such steps")
+                    : absl::StrCat(" (", config.device, " checks the loss every ", drain_every,
+                                   " steps; parameters were updated after it). Nothing was written after the "
+                                   "last checkpoint")));
           }
           loss_sum += losses[i];
           ++loss_count;
@@ -503,6 +545,18 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
     progress.EndLine();
     const double train_loss = loss_count ? loss_sum / loss_count : NAN;
     std::string line = absl::StrFormat("epoch %d/%d: train loss %.4f", epoch + 1, epochs, train_loss);
+    if (!standard_training) {
+      // Steps the device skipped (non-finite loss, or gradients that overflowed the loss scale)
+      // did not advance the step counter.
+      auto counter = exec->State(passes::kStepState);
+      auto scale = exec->State(passes::kLossScaleState);
+      const int64_t skipped = counter.ok() ? steps_done - counter->GetAsInt64(0) : 0;
+      if (scale.ok()) {
+        absl::StrAppend(&line, absl::StrFormat(", loss scale %g, %d steps skipped so far", scale->GetAsDouble(0), skipped));
+      } else if (counter.ok() && skipped > 0) {
+        absl::StrAppend(&line, absl::StrFormat(", %d steps skipped so far", skipped));
+      }
+    }
     if (evaluator != nullptr) {
       for (const std::string& n : state_names) {
         if (forward->FindValue(n) == nullptr) continue;

@@ -1,7 +1,9 @@
 // CUDA ops of the optimizer updates: ottr::AdamUpdate and ottr::SGDUpdate (PyTorch's formulas,
 // bit-compatible with the CPU reference in float32) and the ai.onnx.preview.training Adam,
 // Adagrad and Momentum. Learning rate and step are read by the kernels from device memory, so
-// a captured step graph replays with the values of each step. Kernels:
+// a captured step graph replays with the values of each step. The N-ary updates also take the
+// nan-guard / loss-scaling guard and loss scale from device memory (skip and unscale on the
+// device), and ottr::AllFinite / ottr::LossScaleUpdate run here too. Kernels:
 // kernels/optimizer_kernels.cu (which also offers the multi-tensor launchers for fusion).
 #include <nvtx3/nvToolsExt.h>
 
@@ -10,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ir/optimizer_update.h"
 #include "ir/status.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/cuda_status.h"
@@ -142,16 +145,29 @@ absl::StatusOr<CompiledOp> CompileSgdUpdate(OpCompileContext& ctx) {
 // of the group in one multi-tensor launch (kMaxPackedTensors per launch; the table travels as
 // kernel parameters, so a captured graph replays it with no device table to keep).
 absl::StatusOr<CompiledOp> CompileUpdateN(OpCompileContext& ctx, bool adam) {
-  if (ctx.node().GetInt("guarded", 0) != 0) {
-    // The nan-guard form (skip the update when the loss is not finite) runs on the CPU
-    // reference; its CUDA kernel is not written yet.
-    return ctx.Unsupported("guarded (nan-guard) updates have no CUDA kernel yet");
+  // Optional trailing scalars (ir/optimizer_update.h): the loss scale (unscale = 1) and the guard
+  // (guarded = 1), both read on the device by the launch.
+  const ir::UpdateNLayout layout = ir::UpdateNLayoutOf(ctx.node(), adam);
+  if (!layout.valid) {
+    return ctx.Error(absl::StrCat("unexpected arity: ", ctx.num_inputs(), " inputs, ", ctx.num_outputs(), " outputs"));
   }
-  const int in = ctx.num_inputs() - 2, outs = ctx.num_outputs();
-  const int states = adam ? 2 : (in == 2 * outs ? 0 : 1);
-  const int n = adam ? in / 4 : (states == 0 ? outs : outs / 2);
-  if (n <= 0 || in != (2 + states) * n || outs != (1 + states) * n) {
-    return ctx.Error(absl::StrCat("unexpected arity: ", ctx.num_inputs(), " inputs, ", outs, " outputs"));
+  const int states = layout.states, n = layout.n;
+  const int guard_in = layout.guard, scale_in = layout.grad_scale;
+  int guard_dtype = 1, scale_dtype = 1;
+  if (guard_in >= 0) {
+    const DType gt = ctx.input_type(guard_in).dtype;
+    if ((gt != DType::kFloat32 && gt != DType::kFloat64 && gt != DType::kBool) ||
+        ir::NumElements(ctx.input_dims(guard_in)) != 1) {
+      return ctx.Error(absl::StrCat("the guard must be a float, double or bool scalar, got ", ir::DTypeName(gt)));
+    }
+    guard_dtype = Code(gt);
+  }
+  if (scale_in >= 0) {
+    const DType st = ctx.input_type(scale_in).dtype;
+    if ((st != DType::kFloat32 && st != DType::kFloat64) || ir::NumElements(ctx.input_dims(scale_in)) != 1) {
+      return ctx.Error(absl::StrCat("the loss scale must be a float or double scalar, got ", ir::DTypeName(st)));
+    }
+    scale_dtype = Code(st);
   }
   OTTR_ASSIGN_OR_RETURN(const kernels::OptimizerScalars types, ReadScalarTypes(ctx, 0));
   const DType t = ctx.input_type(2).dtype;
@@ -214,8 +230,70 @@ absl::StatusOr<CompiledOp> CompileUpdateN(OpCompileContext& ctx, bool adam) {
     kernels::OptimizerScalars s = types;
     s.lr = a.inputs[0];
     s.step = a.inputs[1];
+    if (guard_in >= 0) {
+      s.guard = a.inputs[guard_in];
+      s.guard_dtype = guard_dtype;
+    }
+    if (scale_in >= 0) {
+      s.grad_scale = a.inputs[scale_in];
+      s.grad_scale_dtype = scale_dtype;
+    }
     OTTR_CUDA_RETURN_IF_ERROR(adam ? kernels::LaunchPackedAdam(e.data(), n, dtype, ah, s, a.stream)
                                    : kernels::LaunchPackedSgd(e.data(), n, dtype, sh, s, a.stream));
+    return absl::OkStatus();
+  };
+  return op;
+}
+
+// ottr::AllFinite(x_0, ...) -> ok bool[]: a memset and a multi-tensor check (no host sync).
+absl::StatusOr<CompiledOp> CompileAllFinite(OpCompileContext& ctx) {
+  std::vector<kernels::FiniteCheckEntry> templ(ctx.num_inputs());
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    const DType t = ctx.has_input(i) ? ctx.input_type(i).dtype : DType::kUndefined;
+    if (t != DType::kFloat32 && t != DType::kFloat64 && t != DType::kFloat16 && t != DType::kBFloat16) {
+      return ctx.Unsupported(absl::StrCat("input ", i, " has element type ", ir::DTypeName(t)));
+    }
+    templ[i].numel = ir::NumElements(ctx.input_dims(i));
+    templ[i].dtype = Code(t);
+  }
+  CompiledOp op;
+  op.launch = [templ](const LaunchArgs& a) -> absl::Status {
+    NvtxRange range("AllFinite");
+    std::vector<kernels::FiniteCheckEntry> e = templ;
+    for (size_t i = 0; i < e.size(); ++i) e[i].data = a.inputs[i];
+    OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchAllFinite(e.data(), static_cast<int>(e.size()),
+                                                       static_cast<bool*>(a.outputs[0]), a.stream));
+    return absl::OkStatus();
+  };
+  return op;
+}
+
+// ottr::LossScaleUpdate(scale, good_steps, ok) -> (scale', good_steps'): one thread.
+absl::StatusOr<CompiledOp> CompileLossScaleUpdate(OpCompileContext& ctx) {
+  const DType st = ctx.input_type(0).dtype;
+  if (st != DType::kFloat32 && st != DType::kFloat64) {
+    return ctx.Unsupported(absl::StrCat("loss scale of element type ", ir::DTypeName(st)));
+  }
+  if (ctx.input_type(1).dtype != DType::kInt64 || ctx.input_type(2).dtype != DType::kBool) {
+    return ctx.Error("expects (scale, int64 good_steps, bool ok)");
+  }
+  kernels::LossScaleHyper h;
+  h.growth_factor = ctx.node().GetFloat("growth_factor", 2.0f);
+  h.backoff_factor = ctx.node().GetFloat("backoff_factor", 0.5f);
+  h.growth_interval = ctx.node().GetInt("growth_interval", 2000);
+  const int dtype = Code(st);
+  CompiledOp op;
+  // Outputs nobody reads get scratch space (the kernel always writes both).
+  op.workspace_bytes = 512;
+  const bool need0 = ctx.output_needed(0), need1 = ctx.output_needed(1);
+  op.launch = [h, dtype, need0, need1](const LaunchArgs& a) -> absl::Status {
+    NvtxRange range("LossScaleUpdate");
+    char* ws = static_cast<char*>(a.workspace);
+    void* scale_out = need0 && a.outputs[0] != nullptr ? a.outputs[0] : ws;
+    void* good_out = need1 && a.outputs[1] != nullptr ? a.outputs[1] : ws + 256;
+    OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchLossScaleUpdate(a.inputs[0], dtype, static_cast<const int64_t*>(a.inputs[1]),
+                                                             static_cast<const bool*>(a.inputs[2]), scale_out,
+                                                             static_cast<int64_t*>(good_out), h, a.stream));
     return absl::OkStatus();
   };
   return op;
@@ -325,6 +403,8 @@ void RegisterOptimizerCudaOps(CudaOpRegistry& r) {
   r.Register(ottr, "SGDUpdate", CompileSgdUpdate);
   r.Register(ottr, "AdamUpdateN", [](OpCompileContext& c) { return CompileUpdateN(c, true); });
   r.Register(ottr, "SGDUpdateN", [](OpCompileContext& c) { return CompileUpdateN(c, false); });
+  r.Register(ottr, "AllFinite", CompileAllFinite);
+  r.Register(ottr, "LossScaleUpdate", CompileLossScaleUpdate);
   r.Register(training, "Adam", [](OpCompileContext& c) { return CompileOnnxOptimizer(c, kernels::OnnxOptimizer::kAdam); });
   r.Register(training, "Adagrad",
              [](OpCompileContext& c) { return CompileOnnxOptimizer(c, kernels::OnnxOptimizer::kAdagrad); });

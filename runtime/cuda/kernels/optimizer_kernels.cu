@@ -133,9 +133,51 @@ __device__ __forceinline__ bool Aligned(const void* p, int bytes) {
   return p == nullptr || reinterpret_cast<uintptr_t>(p) % bytes == 0;
 }
 
+// The guard of a guarded update: a float scalar that is not finite, or a bool scalar that is false.
+__device__ __forceinline__ bool GuardTripped(const OptimizerScalars& s) {
+  if (s.guard == nullptr) return false;
+  const double v = nl::LoadAny(s.guard, s.guard_dtype, 0);
+  return s.guard_dtype == nl::kBool ? v == 0.0 : !isfinite(v);
+}
+
+// The gradient factor of an unscaling update: T(1 / S), the reciprocal in double.
+template <typename T>
+struct Unscale {
+  bool on = false;
+  T inv = T(1);
+  __device__ __forceinline__ T operator()(T g) const { return on ? Mul(g, inv) : g; }
+};
+template <typename T>
+__device__ __forceinline__ Unscale<T> ReadUnscale(const OptimizerScalars& s) {
+  Unscale<T> u;
+  if (s.grad_scale != nullptr) {
+    u.on = true;
+    u.inv = static_cast<T>(__ddiv_rn(1.0, nl::LoadAny(s.grad_scale, s.grad_scale_dtype, 0)));
+  }
+  return u;
+}
+
+// A skipped update (guard tripped): outputs take the inputs' values, copied only where the
+// output is another buffer (in place they already hold them).
+template <typename T, typename Elem>
+__device__ void PassThroughChunk(const MultiTensorEntry& e, int64_t begin, int64_t end) {
+  const T* p = static_cast<const T*>(e.param);
+  T* po = static_cast<T*>(e.param_out);
+  const T* s_in[2] = {static_cast<const T*>(e.state0), static_cast<const T*>(e.state1)};
+  T* s_out[2] = {static_cast<T*>(e.state0_out), static_cast<T*>(e.state1_out)};
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    if (po != p) po[i] = p[i];
+#pragma unroll
+    for (int k = 0; k < Elem::kStates; ++k) {
+      if (s_out[k] != nullptr && s_in[k] != nullptr && s_out[k] != s_in[k]) s_out[k][i] = s_in[k][i];
+    }
+  }
+}
+
 // Updates elements [begin, end) of tensor `e`.
 template <typename T, typename Elem>
-__device__ void ProcessChunk(const MultiTensorEntry& e, int64_t begin, int64_t end, const Elem& op) {
+__device__ void ProcessChunk(const MultiTensorEntry& e, int64_t begin, int64_t end, const Elem& op,
+                             const Unscale<T>& unscale) {
   const T* g = static_cast<const T*>(e.grad);
   const T* p = static_cast<const T*>(e.param);
   T* po = static_cast<T*>(e.param_out);
@@ -160,7 +202,7 @@ __device__ void ProcessChunk(const MultiTensorEntry& e, int64_t begin, int64_t e
         T st[Elem::kStates];
 #pragma unroll
         for (int k = 0; k < Elem::kStates; ++k) st[k] = s_in[k] != nullptr ? sv[k].v[j] : T(0);
-        op.Apply(xv.v[j], gv.v[j], st, has0);
+        op.Apply(xv.v[j], unscale(gv.v[j]), st, has0);
 #pragma unroll
         for (int k = 0; k < Elem::kStates; ++k) sv[k].v[j] = st[k];
       }
@@ -175,7 +217,7 @@ __device__ void ProcessChunk(const MultiTensorEntry& e, int64_t begin, int64_t e
         T st[Elem::kStates];
 #pragma unroll
         for (int k = 0; k < Elem::kStates; ++k) st[k] = s_in[k] != nullptr ? s_in[k][i] : T(0);
-        op.Apply(x, g[i], st, has0);
+        op.Apply(x, unscale(g[i]), st, has0);
         po[i] = x;
 #pragma unroll
         for (int k = 0; k < Elem::kStates; ++k) {
@@ -215,12 +257,19 @@ template <typename T, typename Elem>
 __global__ void __launch_bounds__(256)
     MultiTensorTableKernel(const MultiTensorEntry* __restrict__ table, int num, int64_t total_chunks, Elem op,
                            OptimizerScalars s) {
-  op.Prepare(s);
+  const bool skip = GuardTripped(s);
+  if (!skip) op.Prepare(s);
+  const Unscale<T> unscale = ReadUnscale<T>(s);
   EntryCursor cur;
   for (int64_t chunk = blockIdx.x; chunk < total_chunks; chunk += gridDim.x) {
     const MultiTensorEntry& e = table[cur.Find([&](int i) -> const MultiTensorEntry& { return table[i]; }, num, chunk)];
     const int64_t begin = (chunk - e.first_chunk) * kMultiTensorChunk;
-    ProcessChunk<T>(e, begin, min(begin + kMultiTensorChunk, e.numel), op);
+    const int64_t end = min(begin + kMultiTensorChunk, e.numel);
+    if (skip) {
+      PassThroughChunk<T, Elem>(e, begin, end);
+    } else {
+      ProcessChunk<T>(e, begin, end, op, unscale);
+    }
   }
 }
 
@@ -233,13 +282,76 @@ struct PackedTable {
 template <typename T, typename Elem>
 __global__ void __launch_bounds__(256)
     MultiTensorPackedKernel(const __grid_constant__ PackedTable t, Elem op, OptimizerScalars s) {
-  op.Prepare(s);
+  const bool skip = GuardTripped(s);
+  if (!skip) op.Prepare(s);
+  const Unscale<T> unscale = ReadUnscale<T>(s);
   EntryCursor cur;
   for (int64_t chunk = blockIdx.x; chunk < t.total_chunks; chunk += gridDim.x) {
     const MultiTensorEntry& e = t.e[cur.Find([&](int i) -> const MultiTensorEntry& { return t.e[i]; }, t.num, chunk)];
     const int64_t begin = (chunk - e.first_chunk) * kMultiTensorChunk;
-    ProcessChunk<T>(e, begin, min(begin + kMultiTensorChunk, e.numel), op);
+    const int64_t end = min(begin + kMultiTensorChunk, e.numel);
+    if (skip) {
+      PassThroughChunk<T, Elem>(e, begin, end);
+    } else {
+      ProcessChunk<T>(e, begin, end, op, unscale);
+    }
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// ottr::AllFinite and ottr::LossScaleUpdate.
+
+constexpr int kMaxFiniteTensors = 64;
+struct FiniteTable {
+  FiniteCheckEntry e[kMaxFiniteTensors];
+  int64_t first_chunk[kMaxFiniteTensors];
+  int num = 0;
+  int64_t total_chunks = 0;
+};
+
+template <typename T>
+__device__ __forceinline__ bool ChunkFinite(const void* data, int64_t begin, int64_t end) {
+  const T* x = static_cast<const T*>(data);
+  bool ok = true;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) ok &= isfinite(nl::ToC(x[i]));
+  return ok;
+}
+
+__global__ void __launch_bounds__(256) AllFiniteKernel(const __grid_constant__ FiniteTable t, bool* ok) {
+  int k = 0;
+  for (int64_t chunk = blockIdx.x; chunk < t.total_chunks; chunk += gridDim.x) {
+    while (k + 1 < t.num && t.first_chunk[k + 1] <= chunk) ++k;  // chunks rise within a block
+    const FiniteCheckEntry& e = t.e[k];
+    const int64_t begin = (chunk - t.first_chunk[k]) * kMultiTensorChunk;
+    const int64_t end = min(begin + kMultiTensorChunk, e.numel);
+    bool fine = true;
+    switch (e.dtype) {
+      case nl::kF32: fine = ChunkFinite<float>(e.data, begin, end); break;
+      case nl::kF64: fine = ChunkFinite<double>(e.data, begin, end); break;
+      case nl::kF16: fine = ChunkFinite<__half>(e.data, begin, end); break;
+      case nl::kBF16: fine = ChunkFinite<__nv_bfloat16>(e.data, begin, end); break;
+      default: fine = false;
+    }
+    if (!fine) *ok = false;
+  }
+}
+
+__global__ void LossScaleUpdateKernel(const void* scale, int scale_dtype, const int64_t* good, const bool* ok,
+                                      void* scale_out, int64_t* good_out, LossScaleHyper h) {
+  const double s = nl::LoadAny(scale, scale_dtype, 0);
+  const int64_t g = *good;
+  const bool fine = *ok;
+  int64_t new_good = 0;
+  if (!fine) {
+    nl::StoreAny(scale_out, scale_dtype, 0, s * h.backoff_factor);
+  } else if (g + 1 >= h.growth_interval) {
+    nl::StoreAny(scale_out, scale_dtype, 0, s * h.growth_factor);
+    if (!isfinite(nl::LoadAny(scale_out, scale_dtype, 0))) nl::StoreAny(scale_out, scale_dtype, 0, s);
+  } else {
+    nl::StoreAny(scale_out, scale_dtype, 0, s);
+    new_good = g + 1;
+  }
+  *good_out = new_good;
 }
 
 int GridForChunks(int64_t chunks) {
@@ -373,6 +485,31 @@ cudaError_t LaunchPackedSgd(const MultiTensorEntry* host_entries, int num_tensor
   if (dtype == nl::kF32) return LaunchPacked<float>(host_entries, num_tensors, MakeSgd<float>(h), s, stream);
   if (dtype == nl::kF64) return LaunchPacked<double>(host_entries, num_tensors, MakeSgd<double>(h), s, stream);
   return cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchAllFinite(const FiniteCheckEntry* host_entries, int num_tensors, bool* ok, cudaStream_t stream) {
+  cudaError_t err = cudaMemsetAsync(ok, 1, 1, stream);
+  if (err != cudaSuccess) return err;
+  for (int first = 0; first < num_tensors; first += kMaxFiniteTensors) {
+    FiniteTable t;
+    t.num = std::min(kMaxFiniteTensors, num_tensors - first);
+    for (int i = 0; i < t.num; ++i) {
+      t.e[i] = host_entries[first + i];
+      t.first_chunk[i] = t.total_chunks;
+      t.total_chunks += (t.e[i].numel + kMultiTensorChunk - 1) / kMultiTensorChunk;
+    }
+    if (t.total_chunks == 0) continue;
+    AllFiniteKernel<<<GridForChunks(t.total_chunks), 256, 0, stream>>>(t, ok);
+    err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t LaunchLossScaleUpdate(const void* scale, int scale_dtype, const int64_t* good, const bool* ok,
+                                  void* scale_out, int64_t* good_out, const LossScaleHyper& h, cudaStream_t stream) {
+  LossScaleUpdateKernel<<<1, 1, 0, stream>>>(scale, scale_dtype, good, ok, scale_out, good_out, h);
+  return cudaGetLastError();
 }
 
 cudaError_t LaunchOnnxOptimizer(OnnxOptimizer kind, const MultiTensorEntry* host_entries, int num_tensors,

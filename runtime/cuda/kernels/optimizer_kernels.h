@@ -42,6 +42,15 @@ struct OptimizerScalars {
   int lr_dtype = 1;
   const void* step = nullptr;
   int step_dtype = 7;
+  // Optional guard (ottr::AdamUpdateN / SGDUpdateN with guarded = 1): a float scalar (the loss:
+  // not finite skips) or a bool scalar (all gradients finite: false skips). A skipped launch
+  // leaves every output equal to its input (a copy only where they are different buffers).
+  const void* guard = nullptr;
+  int guard_dtype = 1;
+  // Optional loss scale S (unscale = 1), a float scalar: each gradient element is multiplied by
+  // T(1 / S), the reciprocal computed in double and rounded once (as the CPU reference).
+  const void* grad_scale = nullptr;
+  int grad_scale_dtype = 1;
 };
 
 // Elements per chunk: a chunk is the unit one block updates (256 threads x 2 vectors of 4);
@@ -89,6 +98,27 @@ cudaError_t LaunchPackedAdam(const MultiTensorEntry* host_entries, int num_tenso
                              const OptimizerScalars& s, cudaStream_t stream);
 cudaError_t LaunchPackedSgd(const MultiTensorEntry* host_entries, int num_tensors, int dtype, const SgdHyper& h,
                             const OptimizerScalars& s, cudaStream_t stream);
+
+// ottr::AllFinite: *ok = true when no element of the n tensors (float32/float64/float16/bfloat16,
+// types as ONNX codes) is a NaN or an infinity. One memset and one multi-tensor launch per
+// kMaxPackedTensors tensors; a thread that finds a non-finite element stores false (every writer
+// stores the same value, so the race is benign and the result deterministic). No host sync.
+struct FiniteCheckEntry {
+  const void* data = nullptr;
+  int64_t numel = 0;
+  int dtype = 1;
+};
+cudaError_t LaunchAllFinite(const FiniteCheckEntry* host_entries, int num_tensors, bool* ok, cudaStream_t stream);
+
+// ottr::LossScaleUpdate on one thread (torch.amp's _amp_update_scale_, the CPU reference's
+// order): reads scale (float32/float64, `scale_dtype`), good (int64) and ok (bool) before writing
+// scale_out and good_out, which may alias them.
+struct LossScaleHyper {
+  double growth_factor = 2.0, backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+};
+cudaError_t LaunchLossScaleUpdate(const void* scale, int scale_dtype, const int64_t* good, const bool* ok,
+                                  void* scale_out, int64_t* good_out, const LossScaleHyper& h, cudaStream_t stream);
 
 // ai.onnx.preview.training Adam / Adagrad / Momentum over n tensors (one launch per
 // kMaxPackedTensors), each element computed in double as the CPU reference
