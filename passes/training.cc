@@ -11,6 +11,7 @@
 #include "passes/autodiff.h"
 #include "passes/fusion_passes.h"
 #include "passes/loss_scaling.h"
+#include "passes/layout.h"
 #include "passes/mixed_precision.h"
 #include "passes/standard_passes.h"
 
@@ -515,6 +516,7 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
     pm.Add(CreateFuseGemmDActBgradPass());
     pm.Add(CreateFuseGemmBgradPass());
   }
+  if (spec.channels_last) pm.Add(CreateNhwcLayoutPass());
   return absl::OkStatus();
 }
 

@@ -101,6 +101,10 @@ struct TrainingSpec {
   // ottr::FusedGemm nodes (passes/fusion_passes.h): one cuBLASLt epilogue launch where there were
   // several kernels. The tools turn it on for the CUDA executor.
   bool fuse_epilogues = false;
+  // Run the 2-D convolutions, max pools and the elementwise nodes between them channels-last
+  // (nhwc-layout, passes/layout.h), where cuDNN is fastest. The tools turn it on for the CUDA
+  // executor.
+  bool channels_last = false;
   Precision precision = Precision::kFp32;
   // Regex: with kBf16/kFp16, GEMM/conv nodes whose origin or output name matches stay float32.
   std::string keep_fp32;
@@ -122,7 +126,8 @@ std::string GradName(const std::string& param);
 //   group-optimizer-updates (when spec.multi_tensor_updates or loss scaling; the latter groups
 //   even a single update), nan-guard (spec.nan_guard without loss scaling), unscale-gradients
 //   (with loss scaling), fold-gemm-casts, fuse-gemm-epilogue,
-//   fuse-gemm-dact-bgrad, fuse-gemm-bgrad (when spec.fuse_epilogues).
+//   fuse-gemm-dact-bgrad, fuse-gemm-bgrad (when spec.fuse_epilogues), nhwc-layout (when
+//   spec.channels_last).
 absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec);
 
 // Runs the pipeline on a copy of `forward` and returns the step graph.
