@@ -31,6 +31,13 @@ std::unique_ptr<Pass> CreateFoldGemmCastsPass();
 std::unique_ptr<Pass> CreateFuseGemmEpiloguePass();
 std::unique_ptr<Pass> CreateFuseGemmDActBgradPass();
 std::unique_ptr<Pass> CreateFuseGemmBgradPass();
+// passes/fuse_conv.cc: Conv + Relu -> ottr::Conv {activation = "relu"}; MaxPoolGrad + the
+// ReluGrad of its input -> ottr::MaxPoolGrad {relu_mask = 1}. They run after nhwc-layout.
+std::unique_ptr<Pass> CreateFuseConvActivationPass();
+// passes/narrow_exact_ops.cc: selects and copies (Relu, MaxPool, Transpose, ReluGrad, ...) between
+// 16-bit producers run in the 16-bit type instead of a float32 round trip (bf16/fp16 steps).
+std::unique_ptr<Pass> CreateNarrowExactOpsPass();
+std::unique_ptr<Pass> CreateFuseMaxPoolReluGradPass();
 
 }  // namespace ottr::passes
 

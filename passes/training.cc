@@ -502,6 +502,9 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
   pm.Add(std::make_unique<OptimizerPass>(spec.optimizer, spec.freeze));
   pm.Add(std::make_unique<BatchNormStatisticsPass>());
   pm.Add(Simplify());
+  if (spec.narrow_exact_ops && (spec.precision == Precision::kBf16 || spec.precision == Precision::kFp16)) {
+    pm.Add(CreateNarrowExactOpsPass());
+  }
   if (scaling != LossScaleSpec::Kind::kNone) {
     // The loss scaling's finiteness check also covers the loss: the nan-guard is implied.
     pm.Add(std::make_unique<GroupOptimizerUpdatesPass>(1));
@@ -517,6 +520,10 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
     pm.Add(CreateFuseGemmBgradPass());
   }
   if (spec.channels_last) pm.Add(CreateNhwcLayoutPass());
+  if (spec.fuse_epilogues) {
+    pm.Add(CreateFuseConvActivationPass());
+    pm.Add(CreateFuseMaxPoolReluGradPass());
+  }
   return absl::OkStatus();
 }
 

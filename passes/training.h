@@ -105,6 +105,10 @@ struct TrainingSpec {
   // (nhwc-layout, passes/layout.h), where cuDNN is fastest. The tools turn it on for the CUDA
   // executor.
   bool channels_last = false;
+  // With kBf16/kFp16: run the selects and copies between 16-bit GEMMs/convolutions (Relu, MaxPool,
+  // their gradients, Transpose, Reshape, ...) in the 16-bit type (narrow-exact-ops, same bits).
+  // The tools turn it on for the CUDA executor.
+  bool narrow_exact_ops = false;
   Precision precision = Precision::kFp32;
   // Regex: with kBf16/kFp16, GEMM/conv nodes whose origin or output name matches stay float32.
   std::string keep_fp32;
@@ -126,8 +130,9 @@ std::string GradName(const std::string& param);
 //   group-optimizer-updates (when spec.multi_tensor_updates or loss scaling; the latter groups
 //   even a single update), nan-guard (spec.nan_guard without loss scaling), unscale-gradients
 //   (with loss scaling), fold-gemm-casts, fuse-gemm-epilogue,
+//   narrow-exact-ops (when spec.narrow_exact_ops with bf16/fp16) before the grouping,
 //   fuse-gemm-dact-bgrad, fuse-gemm-bgrad (when spec.fuse_epilogues), nhwc-layout (when
-//   spec.channels_last).
+//   spec.channels_last), fuse-conv-activation, fuse-maxpool-relu-grad (when spec.fuse_epilogues).
 absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec);
 
 // Runs the pipeline on a copy of `forward` and returns the step graph.

@@ -31,6 +31,7 @@ absl::Status CmdPasses(const std::vector<std::string>& argv) {
   // The GEMM fusions are part of the pipeline shown unless --fuse-epilogues off.
   if (!args.has("fuse-epilogues")) spec.fuse_epilogues = true;
   if (!args.has("layout")) spec.channels_last = true;
+  spec.narrow_exact_ops = true;
   OTTR_ASSIGN_OR_RETURN(auto graph, importer::ImportModelFile(args.positional()[0]));
   passes::PassManagerOptions o;
   o.print_after = args.get("print-ir-after");

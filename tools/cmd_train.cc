@@ -68,6 +68,7 @@ absl::Status CmdTrain(const std::vector<std::string>& argv) {
   if (config.device == "cuda" && !args.has("multi-tensor-optimizer")) config.spec.multi_tensor_updates = true;
   if (config.device == "cuda" && !args.has("fuse-epilogues")) config.spec.fuse_epilogues = true;
   if (config.device == "cuda" && !args.has("layout")) config.spec.channels_last = true;
+  if (config.device == "cuda") config.spec.narrow_exact_ops = true;
   config.input = args.get("input");
   if (config.epochs <= 0 || config.max_steps == 0) return absl::InvalidArgumentError("nothing to train: --epochs/--steps must be positive");
 

@@ -9,8 +9,10 @@
 //       dX_g = col2im(W_gᵀ · dY_g)
 //   ottr::ConvGradFilter(dY, X) {Conv's attrs, kernel_shape required} -> dW [M, C/group, k...]
 //       dW_g = Σ_n dY_{n,g} · im2col(X_{n,g})ᵀ
-//   ottr::MaxPoolGrad(dY, X) {MaxPool's attrs} -> dX
-//       each dY goes to its window's argmax in X (the first maximum, as the forward's Indices)
+//   ottr::MaxPoolGrad(dY, X) {MaxPool's attrs, relu_mask} -> dX
+//       each dY goes to its window's argmax in X (the first maximum, as the forward's Indices);
+//       relu_mask = 1 (fuse-maxpool-relu-grad) then keeps dX only where X > 0: the gradient of
+//       the Relu that produced X as well
 //   ottr::AveragePoolGrad(dY) {AveragePool's attrs, input_shape} -> dX
 //       each dY / count goes to every tap of its window inside X (count as the forward's)
 //   ottr::LpPoolGrad(dY, X, Y) {LpPool's attrs} -> dX
@@ -227,6 +229,7 @@ void RegisterBackwardOps(OpRegistry& r) {
         .Outputs(1, 1)
         .Attr("ceil_mode", Kind::kInt)
         .Attr("storage_order", Kind::kInt)
+        .Attr("relu_mask", Kind::kInt)
         .Attr(kLayoutAttr, Kind::kString);
     r.Register(WindowAttrSpecs(s, true).Shape(WithLayout(InferPoolGradLikeX)).NotDifferentiable().Build());
   }

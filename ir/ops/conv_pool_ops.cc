@@ -225,9 +225,11 @@ void RegisterConvPoolOps(OpRegistry& r) {
           .Build());
   // The channels-last forms the nhwc-layout pass makes (ir/ops/channels_last.h): ONNX's Conv and
   // single-output MaxPool with a `layout` attribute. They run after autodiff, so have no gradient.
+  // ottr::Conv also takes activation = "relu" (fuse-conv-activation): y = relu(conv + bias).
   r.Register(OpSchemaBuilder(std::string(kOttrDomain), "Conv")
                  .Inputs(2, 3)
                  .Outputs(1, 1)
+                 .Attr("activation", Kind::kString)
                  .Attr("auto_pad", Kind::kString)
                  .Attr("dilations", Kind::kInts)
                  .Attr("group", Kind::kInt)

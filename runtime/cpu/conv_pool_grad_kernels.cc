@@ -295,8 +295,16 @@ absl::Status MaxPoolGradKernel(KernelContext& ctx) {
   OTTR_RETURN_IF_ERROR(CheckDy(ctx, dy, WindowDims(x.dim(0), x.dim(1), g)));
   Tensor& dx = ctx.AllocateOutput(0, x.dtype(), x.dims());  // zero-filled
   if (dx.num_elements() == 0) return absl::OkStatus();
+  const bool relu_mask = ctx.attr_int("relu_mask", 0) != 0;
   DispatchFloat({&dy, &x}, dx, [&]<typename T>(const std::vector<const T*>& in, T* out) {
     MaxPoolGradCompute(in[0], in[1], out, x.dim(0) * x.dim(1), g);
+    // relu_mask (fuse-maxpool-relu-grad): also the gradient of the Relu that produced X,
+    // ReluGrad's Select(x > 0, dx, 0).
+    if (relu_mask) {
+      for (int64_t i = 0; i < dx.num_elements(); ++i) {
+        if (!(ir::ToDouble(in[1][i]) > 0)) out[i] = ir::FromDouble<T>(0.0);
+      }
+    }
   });
   return absl::OkStatus();
 }

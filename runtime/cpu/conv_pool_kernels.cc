@@ -140,6 +140,19 @@ absl::Status ConvKernel(KernelContext& ctx) {
                [&](const auto* xp, const auto* wp, const auto* bp, auto* yp) {
                  ConvCompute(xp, wp, bp, yp, x.dim(0), c, m, group, g);
                });
+  // ottr::Conv's activation (fuse-conv-activation): y = relu(conv + bias), NaN kept (as Relu).
+  const std::string activation = ctx.attr_string("activation", "");
+  if (activation == "relu") {
+    ir::VisitDType(y.dtype(), [&]<typename T>() {
+      if constexpr (std::is_floating_point_v<T>) {
+        for (T& v : y.span<T>()) v = v < T(0) ? T(0) : v;
+      } else if constexpr (!std::is_void_v<T>) {
+        for (T& v : y.span<T>()) v = ir::FromDouble<T>(std::max(0.0, ir::ToDouble(v)));
+      }
+    });
+  } else if (!activation.empty()) {
+    return ctx.Unsupported(absl::StrCat("activation '", activation, "' (relu only)"));
+  }
   return absl::OkStatus();
 }
 

@@ -33,8 +33,13 @@
 // not), then the fastest; the workspace is bounded by kMaxConvWorkspace. Measured on an H200
 // (cuDNN 9, TF32, the benchmark CNN, batch 1024): the deterministic choice costs only the first
 // Conv's filter gradient (C_in = 1: FFT_TILING 267 µs vs the atomics-based ALGO_0 168 µs); the
-// others' fastest algorithms are deterministic. NHWC would be faster (Conv 32→64: 200 µs vs
-// 339 µs forward, 294 vs 399 backward-data) but needs the graph in NHWC, not per-op transposes. The choice (algorithm,
+// others' fastest algorithms are deterministic.
+// Layouts: the ONNX ops are channels-first (NCHW, KCRS filters); their channels-last forms
+// (layout = "NHWC", ir/ops/channels_last.h, made by the nhwc-layout pass) hand cuDNN NHWC tensors
+// and KRSC filters, where its fastest tensor-core kernels run (Conv 32→64 on the H200: 200 µs vs
+// 339 µs forward, 294 vs 399 backward-data in a probe). The compile functions below work on
+// channels-first dims (Channels::First) and convert at the edges; channels-last takes 2-D windows
+// with symmetric pads only (no padded staging copy; the pass checks it). The choice (algorithm,
 // math type, workspace) is stored in CudaLibraries' cache under a key with the direction, dtype,
 // math mode, layout (packed NCHW), every dim, pad, stride, dilation and the group count; the
 // cache file's header carries the cuDNN version and the device (CudaLibraries::VersionTag), so a
@@ -55,7 +60,10 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,12 +71,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "ir/ops/channels_last.h"
 #include "ir/ops/conv_pool_geometry.h"
 #include "ir/status.h"
 #include "runtime/cuda/cuda_libraries.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/cuda_status.h"
+#include "runtime/cuda/cudnn_graph_conv.h"
 #include "runtime/cuda/kernels/pool_kernels.h"
+#include "runtime/cuda/kernels/small_conv_kernels.h"
 #include "runtime/cuda/kernels/tensor_kernels.h"
 
 namespace ottr::cuda {
@@ -174,6 +185,51 @@ absl::Status CheckOutputDims(const OpCompileContext& ctx, int i, const std::vect
                                           DimsString(dims)));
 }
 
+// The node's layout (ir/ops/channels_last.h): First gives an operand's dims channels-first (what the
+// compile functions work on), Last an output's dims as stored.
+struct Channels {
+  bool last = false;
+  explicit Channels(const OpCompileContext& ctx) : last(ir::IsChannelsLast(ctx.node())) {}
+  std::vector<int64_t> First(const std::vector<int64_t>& d) const {
+    return last && d.size() >= 3 ? ir::PermuteDims(d, ir::ToChannelsFirstPerm(static_cast<int64_t>(d.size()))) : d;
+  }
+  std::vector<int64_t> Last(const std::vector<int64_t>& d) const {
+    return last && d.size() >= 3 ? ir::PermuteDims(d, ir::ToChannelsLastPerm(static_cast<int64_t>(d.size()))) : d;
+  }
+  // Channels-last runs 2-D windows, and the convolutions symmetric pads only (no staging copy).
+  absl::Status Supports(const OpCompileContext& ctx, const Geometry& g, bool symmetric) const {
+    if (!last) return absl::OkStatus();
+    if (g.nd != 2) return ctx.Unsupported(absl::StrCat("channels-last over ", g.nd, " spatial axes (2 only)"));
+    if (!symmetric) return ctx.Unsupported("a channels-last convolution whose pads are not symmetric");
+    return absl::OkStatus();
+  }
+};
+
+// The direct kernels for few input channels (kernels/small_conv_kernels.h): channels-last, 2-D,
+// group 1, symmetric pads. x [N, C, H, W] and y [N, K, OH, OW] channels-first dims.
+std::optional<kernels::SmallConvGeometry> SmallConv(DType t, const Channels& layout, const std::vector<int64_t>& x,
+                                                    const std::vector<int64_t>& y, const Geometry& g, int64_t group) {
+  if (!layout.last || group != 1 || g.nd != 2 || x.size() != 4) return std::nullopt;
+  kernels::SmallConvGeometry s;
+  s.n = x[0];
+  s.c = x[1];
+  s.h = x[2];
+  s.w = x[3];
+  s.k = y[1];
+  s.oh = y[2];
+  s.ow = y[3];
+  s.kh = g.kernel[0];
+  s.kw = g.kernel[1];
+  s.stride_h = g.stride[0];
+  s.stride_w = g.stride[1];
+  s.pad_h = g.pad_begin[0];
+  s.pad_w = g.pad_begin[1];
+  s.dil_h = g.dilation[0];
+  s.dil_w = g.dilation[1];
+  if (!kernels::SmallConvSupported(Code(t), s)) return std::nullopt;
+  return s;
+}
+
 // Every input a float type, all the same (the CPU's CheckFloatInputs / CheckConvDTypes).
 absl::Status CheckFloatInputs(const OpCompileContext& ctx) {
   const DType t = ctx.input_type(0).dtype;
@@ -243,6 +299,9 @@ struct ConvShape {
   std::vector<int64_t> x, w, y;
   std::vector<int64_t> pad, stride, dilation;
   int64_t group = 1;
+  bool channels_last = false;  // NHWC tensors and a KRSC filter (dims above stay channels-first)
+  bool bias = false;           // forward: a bias follows (the graph path adds it in the same kernel)
+  bool relu = false;           // forward: then ReLU (ottr::Conv's activation)
 };
 
 absl::StatusOr<cudnnDataType_t> DnnType(const OpCompileContext& ctx, DType t) {
@@ -269,16 +328,24 @@ class CudnnConv {
   // which cudnnConvolutionBiasActivationForward takes an identity activation: then the bias is
   // added in the convolution's epilogue (RunWithBias) instead of by a second pass over y.
   bool CanFuseBias() const {
+    if (graph_ != nullptr) return graph_bias_;
     return shape_.kind == ConvKind::kForward && shape_.dtype == DType::kFloat32 &&
            algo_ == static_cast<int>(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
   }
-  // Requires CanFuseBias(): y = conv(x, w) + bias[channel].
+  // Requires CanFuseBias(): y = conv(x, w) + bias[channel] (then ReLU when FusesRelu()).
   absl::Status RunWithBias(const void* x, const void* w, const void* bias, void* y, void* workspace,
                            cudaStream_t stream) const;
+  // The forward's ReLU runs inside Run / RunWithBias (else the caller runs RunRelu after the bias).
+  bool FusesRelu() const { return graph_ != nullptr ? graph_relu_ : legacy_relu_; }
+  // y = relu(y) in place (cudnnActivationForward, NaN propagated), on the forward's output.
+  absl::Status RunRelu(void* y, cudaStream_t stream) const;
 
  private:
   CudnnConv() = default;
   absl::Status ChooseAlgorithm(OpCompileContext& ctx, cudnnMathType_t math, bool fma_only);
+  // The graph-API path (cudnn_graph_conv.h) for 2-D convolutions on tensor cores; false when it
+  // does not apply or no plan builds (the legacy algorithms are chosen then).
+  bool TryGraph(OpCompileContext& ctx, cudnnDataType_t t);
   template <typename Perf>
   absl::StatusOr<bool> Pick(const std::vector<Perf>& perfs, bool fma_only);
   absl::StatusOr<int64_t> WorkspaceFor(int algo) const;
@@ -294,10 +361,24 @@ class CudnnConv {
   int algo_ = 0;
   cudnnMathType_t math_ = CUDNN_DEFAULT_MATH;
   int64_t workspace_bytes_ = 0;
+  std::unique_ptr<GraphConv> graph_;
+  bool graph_bias_ = false;
+  bool graph_relu_ = false;
+  bool legacy_relu_ = false;  // the legacy bias epilogue's activation is ReLU
+  ActivationDesc relu_;       // for RunRelu
 };
 
-absl::StatusOr<TensorDesc> MakeTensorDesc(cudnnDataType_t t, const std::vector<int64_t>& dims) {
+absl::StatusOr<TensorDesc> MakeTensorDesc(cudnnDataType_t t, const std::vector<int64_t>& dims,
+                                          bool channels_last = false) {
   std::vector<int> d(dims.begin(), dims.end()), strides(dims.size());
+  if (channels_last) {
+    cudnnTensorDescriptor_t desc;
+    OTTR_CUDA_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&desc));
+    TensorDesc owner(desc);
+    OTTR_CUDA_RETURN_IF_ERROR(
+        cudnnSetTensorNdDescriptorEx(desc, CUDNN_TENSOR_NHWC, t, static_cast<int>(d.size()), d.data()));
+    return owner;
+  }
   int s = 1;
   for (int i = static_cast<int>(d.size()) - 1; i >= 0; --i) {
     strides[i] = s;
@@ -339,14 +420,15 @@ absl::StatusOr<std::shared_ptr<CudnnConv>> CudnnConv::Create(OpCompileContext& c
   OTTR_ASSIGN_OR_RETURN(cudnnDataType_t t, DnnType(ctx, s.dtype));
   OTTR_ASSIGN_OR_RETURN(c->handle_, ctx.libs().dnn());
   c->double_scale_ = s.dtype == DType::kFloat64;
-  OTTR_ASSIGN_OR_RETURN(c->x_desc_, MakeTensorDesc(t, s.x));
-  OTTR_ASSIGN_OR_RETURN(c->y_desc_, MakeTensorDesc(t, s.y));
+  OTTR_ASSIGN_OR_RETURN(c->x_desc_, MakeTensorDesc(t, s.x, s.channels_last));
+  OTTR_ASSIGN_OR_RETURN(c->y_desc_, MakeTensorDesc(t, s.y, s.channels_last));
   {
     cudnnFilterDescriptor_t f;
     OTTR_CUDA_RETURN_IF_ERROR(cudnnCreateFilterDescriptor(&f));
     c->w_desc_ = FilterDesc(f);
     std::vector<int> wd(s.w.begin(), s.w.end());
-    OTTR_CUDA_RETURN_IF_ERROR(cudnnSetFilterNdDescriptor(f, t, CUDNN_TENSOR_NCHW, static_cast<int>(wd.size()), wd.data()));
+    OTTR_CUDA_RETURN_IF_ERROR(cudnnSetFilterNdDescriptor(f, t, s.channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+                                                         static_cast<int>(wd.size()), wd.data()));
   }
   const cudnnDataType_t compute = s.dtype == DType::kFloat64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
   {
@@ -380,17 +462,86 @@ absl::StatusOr<std::shared_ptr<CudnnConv>> CudnnConv::Create(OpCompileContext& c
     fma_only = true;
   }
   OTTR_CUDA_RETURN_IF_ERROR(cudnnSetConvolutionMathType(c->conv_desc_.get(), math));
+  if (s.relu) {
+    cudnnActivationDescriptor_t act;
+    OTTR_CUDA_RETURN_IF_ERROR(cudnnCreateActivationDescriptor(&act));
+    c->relu_ = ActivationDesc(act);
+    OTTR_CUDA_RETURN_IF_ERROR(cudnnSetActivationDescriptor(act, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
+  }
+  if (!fma_only && c->TryGraph(ctx, t)) return c;
   OTTR_RETURN_IF_ERROR(c->ChooseAlgorithm(ctx, math, fma_only));
   if (c->CanFuseBias()) {
     std::vector<int64_t> b(s.y.size(), 1);
     b[1] = s.y[1];
-    OTTR_ASSIGN_OR_RETURN(c->bias_desc_, MakeTensorDesc(t, b));
+    OTTR_ASSIGN_OR_RETURN(c->bias_desc_, MakeTensorDesc(t, b, s.channels_last));
     cudnnActivationDescriptor_t act;
     OTTR_CUDA_RETURN_IF_ERROR(cudnnCreateActivationDescriptor(&act));
     c->identity_ = ActivationDesc(act);
-    OTTR_CUDA_RETURN_IF_ERROR(cudnnSetActivationDescriptor(act, CUDNN_ACTIVATION_IDENTITY, CUDNN_PROPAGATE_NAN, 0.0));
+    // cudnnConvolutionBiasActivationForward takes RELU with any algorithm (IDENTITY only with
+    // IMPLICIT_PRECOMP_GEMM, which CanFuseBias requires).
+    c->legacy_relu_ = s.bias && s.relu;
+    OTTR_CUDA_RETURN_IF_ERROR(cudnnSetActivationDescriptor(
+        act, c->legacy_relu_ ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY, CUDNN_PROPAGATE_NAN, 0.0));
   }
   return c;
+}
+
+absl::Status CudnnConv::RunRelu(void* y, cudaStream_t stream) const {
+  OTTR_CUDA_RETURN_IF_ERROR(cudnnSetStream(handle_, stream));
+  const double one_d = 1.0, zero_d = 0.0;
+  const float one_f = 1.0f, zero_f = 0.0f;
+  const void* one = double_scale_ ? static_cast<const void*>(&one_d) : static_cast<const void*>(&one_f);
+  const void* zero = double_scale_ ? static_cast<const void*>(&zero_d) : static_cast<const void*>(&zero_f);
+  OTTR_CUDA_RETURN_IF_ERROR(cudnnActivationForward(handle_, relu_.get(), one, y_desc_.get(), y, zero, y_desc_.get(), y));
+  return absl::OkStatus();
+}
+
+bool CudnnConv::TryGraph(OpCompileContext& ctx, cudnnDataType_t t) {
+  const ConvShape& s = shape_;
+  if (std::getenv("OTTR_CONV_LEGACY") != nullptr || s.x.size() != 4 || s.group != 1 ||
+      (t != CUDNN_DATA_FLOAT && t != CUDNN_DATA_HALF && t != CUDNN_DATA_BFLOAT16)) {
+    return false;
+  }
+  GraphConvSpec g;
+  g.kind = s.kind == ConvKind::kForward        ? GraphConvKind::kForward
+           : s.kind == ConvKind::kBackwardData ? GraphConvKind::kBackwardData
+                                               : GraphConvKind::kBackwardFilter;
+  g.io_type = t;
+  g.channels_last = s.channels_last;
+  g.x = s.x;
+  g.w = s.w;
+  g.y = s.y;
+  g.pad = s.pad;
+  g.stride = s.stride;
+  g.dilation = s.dilation;
+  // The most fused graph first (bias and ReLU in the convolution's epilogue), then less.
+  const bool fwd = s.kind == ConvKind::kForward;
+  std::vector<std::pair<bool, bool>> variants;  // (bias, relu)
+  if (fwd && s.bias && s.relu) variants.push_back({true, true});
+  if (fwd && s.bias) variants.push_back({true, false});
+  if (fwd && s.relu && !s.bias) variants.push_back({false, true});
+  variants.push_back({false, false});
+  for (auto [bias, relu] : variants) {
+    g.bias = bias;
+    g.relu = relu;
+    const std::string key = absl::StrCat("cudnn-graph ", KindName(s.kind), " ", ir::DTypeName(s.dtype),
+                                         s.channels_last ? " nhwc x" : " nchw x", DimsString(s.x), " w", DimsString(s.w),
+                                         " y", DimsString(s.y), " pad", DimsString(s.pad), " stride",
+                                         DimsString(s.stride), " dil", DimsString(s.dilation), bias ? " bias" : "",
+                                         relu ? " relu" : "");
+    auto conv = GraphConv::Create(ctx.libs(), g, kMaxConvWorkspace, key);
+    if (conv.ok()) {
+      graph_ = std::move(*conv);
+      graph_bias_ = bias;
+      graph_relu_ = relu;
+      workspace_bytes_ = graph_->workspace_bytes();
+      return true;
+    }
+    if (std::getenv("OTTR_LOG_CONV_ALGOS") != nullptr) {
+      std::fprintf(stderr, "%s: %s\n", key.c_str(), std::string(conv.status().message()).c_str());
+    }
+  }
+  return false;
 }
 
 absl::StatusOr<int64_t> CudnnConv::WorkspaceFor(int algo) const {
@@ -476,7 +627,7 @@ absl::Status CudnnConv::ChooseAlgorithm(OpCompileContext& ctx, cudnnMathType_t m
   const ConvShape& s = shape_;
   const std::string key =
       absl::StrCat("cudnn-conv ", KindName(s.kind), " ", ir::DTypeName(s.dtype), " math", static_cast<int>(math),
-                   " nchw x", DimsString(s.x), " w", DimsString(s.w), " y", DimsString(s.y), " pad",
+                   (s.channels_last ? " nhwc x" : " nchw x"), DimsString(s.x), " w", DimsString(s.w), " y", DimsString(s.y), " pad",
                    DimsString(s.pad), " stride", DimsString(s.stride), " dil", DimsString(s.dilation), " g", s.group);
   std::string cached;
   if (libs.LookupAlgo(key, &cached)) {
@@ -530,6 +681,14 @@ absl::Status CudnnConv::ChooseAlgorithm(OpCompileContext& ctx, cudnnMathType_t m
       if (find(x, w, y, ws, ws_bytes, static_cast<int>(found.size()), &returned, found.data()) ==
           CUDNN_STATUS_SUCCESS) {
         found.resize(returned);
+        // OTTR_LOG_CONV_ALGOS=1: what the search measured, to see why an algorithm was chosen.
+        if (std::getenv("OTTR_LOG_CONV_ALGOS") != nullptr) {
+          for (const auto& p : found) {
+            std::fprintf(stderr, "%s: algo %d status %d %.1f us ws %zu determinism %d math %d\n", key.c_str(),
+                         static_cast<int>(p.algo), static_cast<int>(p.status), p.time * 1000.0, p.memory,
+                         static_cast<int>(p.determinism), static_cast<int>(p.mathType));
+          }
+        }
         OTTR_ASSIGN_OR_RETURN(chosen, Pick(found, fma_only));
       }
       cudaGetLastError();
@@ -597,6 +756,13 @@ absl::Status CudnnConv::ChooseAlgorithm(OpCompileContext& ctx, cudnnMathType_t m
 }
 
 absl::Status CudnnConv::Run(const void* a, const void* b, void* out, void* workspace, cudaStream_t stream) const {
+  if (graph_ != nullptr) {
+    switch (shape_.kind) {
+      case ConvKind::kForward: return graph_->Run(a, b, out, nullptr, workspace, stream);
+      case ConvKind::kBackwardData: return graph_->Run(out, a, b, nullptr, workspace, stream);
+      case ConvKind::kBackwardFilter: return graph_->Run(a, out, b, nullptr, workspace, stream);
+    }
+  }
   OTTR_CUDA_RETURN_IF_ERROR(cudnnSetStream(handle_, stream));
   const double alpha_d = 1.0, beta_d = 0.0;
   const float alpha_f = 1.0f, beta_f = 0.0f;
@@ -625,6 +791,7 @@ absl::Status CudnnConv::Run(const void* a, const void* b, void* out, void* works
 
 absl::Status CudnnConv::RunWithBias(const void* x, const void* w, const void* bias, void* y, void* workspace,
                                      cudaStream_t stream) const {
+  if (graph_ != nullptr) return graph_->Run(x, w, y, bias, workspace, stream);
   OTTR_CUDA_RETURN_IF_ERROR(cudnnSetStream(handle_, stream));
   // y = identity(1 · conv(x, w) + 0 · z + bias) with z = y: cuDNN does not read z when its
   // scale is 0 (the arena-poisoning tests would see NaN otherwise).
@@ -675,21 +842,44 @@ absl::Status CheckBias(const OpCompileContext& ctx, int64_t channels) {
 absl::StatusOr<CompiledOp> CompileConv(OpCompileContext& ctx) {
   OTTR_RETURN_IF_ERROR(CheckFloatInputs(ctx));
   const DType t = ctx.input_type(0).dtype;
-  const std::vector<int64_t> x = ctx.input_dims(0), w = ctx.input_dims(1);
+  const Channels layout(ctx);
+  const std::vector<int64_t> x = layout.First(ctx.input_dims(0)), w = layout.First(ctx.input_dims(1));
   OTTR_ASSIGN_OR_RETURN(Geometry g, ResolveGeometry(ctx, x, &w, WindowOp::kConv));
+  OTTR_RETURN_IF_ERROR(layout.Supports(ctx, g, Symmetric(g)));
   const int64_t group = ctx.node().GetInt("group", 1);
   OTTR_RETURN_IF_ERROR(CheckGroups(ctx, x, w, group));
   const int64_t m = w[0];
   OTTR_RETURN_IF_ERROR(CheckBias(ctx, m));
   const std::vector<int64_t> y = WithBatch(x[0], m, g.positions);
-  OTTR_RETURN_IF_ERROR(CheckOutputDims(ctx, 0, y));
+  OTTR_RETURN_IF_ERROR(CheckOutputDims(ctx, 0, layout.Last(y)));
   const int es = static_cast<int>(ir::DTypeSize(t));
   CompiledOp op;
   if (Product(y) == 0) {
     op.launch = [](const LaunchArgs&) { return absl::OkStatus(); };
     return op;
   }
+  const std::string activation = ctx.node().GetString("activation", "");
+  if (!activation.empty() && activation != "relu") {
+    return ctx.Unsupported(absl::StrCat("activation '", activation, "' (relu only)"));
+  }
+  const bool relu = activation == "relu";
+  if (auto sc = SmallConv(t, layout, x, y, g, group)) {
+    const bool has_bias = ctx.has_input(2);
+    const int dtype = Code(t);
+    op.launch = [sc = *sc, has_bias, relu, dtype](const LaunchArgs& a) -> absl::Status {
+      if (a.outputs[0] == nullptr) return absl::OkStatus();
+      NvtxRange range("Conv");
+      OTTR_CUDA_RETURN_IF_ERROR(kernels::SmallConvForward(dtype, sc, a.inputs[0], a.inputs[1],
+                                                          has_bias ? a.inputs[2] : nullptr, relu, a.outputs[0],
+                                                          a.stream));
+      return absl::OkStatus();
+    };
+    return op;
+  }
   ConvShape s;
+  s.channels_last = layout.last;
+  s.bias = ctx.has_input(2);
+  s.relu = relu;
   s.kind = ConvKind::kForward;
   s.dtype = t;
   s.x = x;
@@ -713,9 +903,10 @@ absl::StatusOr<CompiledOp> CompileConv(OpCompileContext& ctx) {
   OTTR_ASSIGN_OR_RETURN(std::shared_ptr<CudnnConv> conv, CudnnConv::Create(ctx, s));
   op.workspace_bytes = st.bytes + conv->workspace_bytes();
   const bool bias = ctx.has_input(2);
-  const int64_t batch = y[0], spatial = Product(y, 2);
+  // The bias over [batch, m, spatial]; channels-last: over [batch · spatial, m, 1].
+  const int64_t batch = layout.last ? y[0] * Product(y, 2) : y[0], spatial = layout.last ? 1 : Product(y, 2);
   const int dtype = Code(t);
-  op.launch = [conv, st, bias, batch, m, spatial, dtype](const LaunchArgs& a) -> absl::Status {
+  op.launch = [conv, st, bias, relu, batch, m, spatial, dtype](const LaunchArgs& a) -> absl::Status {
     if (a.outputs[0] == nullptr) return absl::OkStatus();
     NvtxRange range("Conv");
     char* ws = static_cast<char*>(a.workspace);
@@ -725,11 +916,17 @@ absl::StatusOr<CompiledOp> CompileConv(OpCompileContext& ctx) {
       xin = ws;
     }
     if (bias && conv->CanFuseBias()) {
-      return conv->RunWithBias(xin, a.inputs[1], a.inputs[2], a.outputs[0], ws + st.bytes, a.stream);
+      OTTR_RETURN_IF_ERROR(conv->RunWithBias(xin, a.inputs[1], a.inputs[2], a.outputs[0], ws + st.bytes, a.stream));
+    } else {
+      OTTR_RETURN_IF_ERROR(conv->Run(xin, a.inputs[1], a.outputs[0], ws + st.bytes, a.stream));
+      if (bias) {
+        OTTR_CUDA_RETURN_IF_ERROR(
+            kernels::AddChannelBias(dtype, batch, m, spatial, a.inputs[2], a.outputs[0], a.stream));
+      }
     }
-    OTTR_RETURN_IF_ERROR(conv->Run(xin, a.inputs[1], a.outputs[0], ws + st.bytes, a.stream));
-    if (bias) {
-      OTTR_CUDA_RETURN_IF_ERROR(kernels::AddChannelBias(dtype, batch, m, spatial, a.inputs[2], a.outputs[0], a.stream));
+    // Unfused ReLU: after the bias, in place.
+    if (relu && !(conv->FusesRelu() && (!bias || conv->CanFuseBias()))) {
+      OTTR_RETURN_IF_ERROR(conv->RunRelu(a.outputs[0], a.stream));
     }
     return absl::OkStatus();
   };
@@ -741,9 +938,10 @@ absl::StatusOr<CompiledOp> CompileConv(OpCompileContext& ctx) {
 // (BackwardData), plus an optional bias (input `bias_input`). ConvTranspose and ConvGradInput.
 absl::StatusOr<CompiledOp> CompileBackwardData(OpCompileContext& ctx, const char* name, DType t,
                                                const std::vector<int64_t>& in, const std::vector<int64_t>& w,
-                                               int64_t channels, const Geometry& g, int64_t group, int bias_input) {
+                                               int64_t channels, const Geometry& g, int64_t group, int bias_input,
+                                               const Channels& layout) {
   const std::vector<int64_t> out = WithBatch(in[0], channels, g.image);
-  OTTR_RETURN_IF_ERROR(CheckOutputDims(ctx, 0, out));
+  OTTR_RETURN_IF_ERROR(CheckOutputDims(ctx, 0, layout.Last(out)));
   const int es = static_cast<int>(ir::DTypeSize(t));
   CompiledOp op;
   if (Product(out) == 0) {
@@ -766,6 +964,7 @@ absl::StatusOr<CompiledOp> CompileBackwardData(OpCompileContext& ctx, const char
     return op;
   }
   ConvShape s;
+  s.channels_last = layout.last;
   s.kind = ConvKind::kBackwardData;
   s.dtype = t;
   s.w = w;
@@ -779,6 +978,7 @@ absl::StatusOr<CompiledOp> CompileBackwardData(OpCompileContext& ctx, const char
     const int64_t span = g.image[d] + 2 * g.pad_begin[d] - g.EffectiveKernel(d);
     direct = span >= 0 && span / g.stride[d] + 1 == g.positions[d];
   }
+  OTTR_RETURN_IF_ERROR(layout.Supports(ctx, g, direct));
   Staging st;
   if (direct) {
     s.x = out;
@@ -830,7 +1030,7 @@ absl::StatusOr<CompiledOp> CompileConvTranspose(OpCompileContext& ctx) {
   }
   const int64_t m = w[1] * group;
   OTTR_RETURN_IF_ERROR(CheckBias(ctx, m));
-  return CompileBackwardData(ctx, "ConvTranspose", t, x, w, m, g, group, 2);
+  return CompileBackwardData(ctx, "ConvTranspose", t, x, w, m, g, group, 2, Channels(ctx));
 }
 
 // The `input_shape` attribute of ConvGradInput / AveragePoolGrad: X's dims (batch = dY's).
@@ -859,22 +1059,25 @@ absl::Status CheckDy(const OpCompileContext& ctx, const std::vector<int64_t>& dy
 absl::StatusOr<CompiledOp> CompileConvGradInput(OpCompileContext& ctx) {
   OTTR_RETURN_IF_ERROR(CheckFloatInputs(ctx));
   const DType t = ctx.input_type(0).dtype;
-  const std::vector<int64_t> dy = ctx.input_dims(0), w = ctx.input_dims(1);
+  const Channels layout(ctx);
+  const std::vector<int64_t> dy = layout.First(ctx.input_dims(0)), w = layout.First(ctx.input_dims(1));
   OTTR_ASSIGN_OR_RETURN(std::vector<int64_t> x, ReadInputShape(ctx, dy));
   OTTR_ASSIGN_OR_RETURN(Geometry g, ResolveGeometry(ctx, x, &w, WindowOp::kConv));
   const int64_t group = ctx.node().GetInt("group", 1);
   OTTR_RETURN_IF_ERROR(CheckGroups(ctx, x, w, group));
   OTTR_RETURN_IF_ERROR(CheckDy(ctx, dy, WithBatch(x[0], w[0], g.positions)));
-  return CompileBackwardData(ctx, "ConvGradInput", t, dy, w, x[1], g, group, -1);
+  return CompileBackwardData(ctx, "ConvGradInput", t, dy, w, x[1], g, group, -1, layout);
 }
 
 // ottr::ConvGradFilter(dY, X) {Conv's attrs, kernel_shape} -> dW = BackwardFilter(X, dY).
 absl::StatusOr<CompiledOp> CompileConvGradFilter(OpCompileContext& ctx) {
   OTTR_RETURN_IF_ERROR(CheckFloatInputs(ctx));
   const DType t = ctx.input_type(0).dtype;
-  const std::vector<int64_t> dy = ctx.input_dims(0), x = ctx.input_dims(1);
+  const Channels layout(ctx);
+  const std::vector<int64_t> dy = layout.First(ctx.input_dims(0)), x = layout.First(ctx.input_dims(1));
   if (ctx.node().GetInts("kernel_shape").empty()) return ctx.Error("attribute 'kernel_shape' is required");
   OTTR_ASSIGN_OR_RETURN(Geometry g, ResolveGeometry(ctx, x, nullptr, WindowOp::kConv));
+  OTTR_RETURN_IF_ERROR(layout.Supports(ctx, g, Symmetric(g)));
   const int64_t group = ctx.node().GetInt("group", 1);
   if (dy.size() != x.size()) {
     return ctx.Error(absl::StrCat("dY ", DimsString(dy), " must have the rank of X ", DimsString(x)));
@@ -886,7 +1089,7 @@ absl::StatusOr<CompiledOp> CompileConvGradFilter(OpCompileContext& ctx) {
   }
   OTTR_RETURN_IF_ERROR(CheckDy(ctx, dy, WithBatch(x[0], m, g.positions)));
   const std::vector<int64_t> dw = WithBatch(m, c / group, g.kernel);
-  OTTR_RETURN_IF_ERROR(CheckOutputDims(ctx, 0, dw));
+  OTTR_RETURN_IF_ERROR(CheckOutputDims(ctx, 0, layout.Last(dw)));
   const int es = static_cast<int>(ir::DTypeSize(t));
   CompiledOp op;
   if (Product(dw) == 0) {
@@ -901,7 +1104,20 @@ absl::StatusOr<CompiledOp> CompileConvGradFilter(OpCompileContext& ctx) {
     };
     return op;
   }
+  if (auto sc = SmallConv(t, layout, x, dy, g, group)) {
+    const int dtype = Code(t);
+    op.workspace_bytes = kernels::SmallConvFilterGradWorkspace(*sc);
+    op.launch = [sc = *sc, dtype](const LaunchArgs& a) -> absl::Status {
+      if (a.outputs[0] == nullptr) return absl::OkStatus();
+      NvtxRange range("ConvGradFilter");
+      OTTR_CUDA_RETURN_IF_ERROR(
+          kernels::SmallConvFilterGrad(dtype, sc, a.inputs[0], a.inputs[1], a.outputs[0], a.workspace, a.stream));
+      return absl::OkStatus();
+    };
+    return op;
+  }
   ConvShape s;
+  s.channels_last = layout.last;
   s.kind = ConvKind::kBackwardFilter;
   s.dtype = t;
   s.x = x;
@@ -978,19 +1194,33 @@ absl::StatusOr<CompiledOp> CompileMaxPool(OpCompileContext& ctx) {
   if (!kernels::MaxPoolSupported(Code(t))) {
     return ctx.Unsupported(absl::StrCat("element type ", ir::DTypeName(t), " is not supported"));
   }
-  const std::vector<int64_t> x = ctx.input_dims(0);
+  const Channels layout(ctx);
+  const std::vector<int64_t> x = layout.First(ctx.input_dims(0));
   OTTR_ASSIGN_OR_RETURN(Geometry g, ResolveGeometry(ctx, x, nullptr, WindowOp::kPool));
+  OTTR_RETURN_IF_ERROR(layout.Supports(ctx, g, true));
   const int64_t storage_order = ctx.node().GetInt("storage_order", 0);
   if (storage_order != 0 && storage_order != 1) {
     return ctx.Error(absl::StrCat("attribute 'storage_order' = ", storage_order, " must be 0 or 1"));
   }
   const std::vector<int64_t> y = WithBatch(x[0], x[1], g.positions);
-  OTTR_RETURN_IF_ERROR(CheckOutputDims(ctx, 0, y));
+  OTTR_RETURN_IF_ERROR(CheckOutputDims(ctx, 0, layout.Last(y)));
   if (ctx.num_outputs() > 1) OTTR_RETURN_IF_ERROR(CheckOutputDims(ctx, 1, y));
   OTTR_ASSIGN_OR_RETURN(kernels::PoolGeometry pg, ToPoolGeometry(ctx, x, g));
   const int dtype = Code(t);
   const bool column_major = storage_order == 1;
   CompiledOp op;
+  if (layout.last) {
+    if (ctx.num_outputs() > 1) return ctx.Error("a channels-last MaxPool has no Indices output");
+    pg.planes = x[0];
+    const int64_t channels = x[1];
+    op.launch = [pg, dtype, channels](const LaunchArgs& a) -> absl::Status {
+      if (a.outputs[0] == nullptr) return absl::OkStatus();
+      NvtxRange range("MaxPool");
+      OTTR_CUDA_RETURN_IF_ERROR(kernels::MaxPoolChannelsLast(dtype, pg, channels, a.inputs[0], a.outputs[0], a.stream));
+      return absl::OkStatus();
+    };
+    return op;
+  }
   op.launch = [pg, dtype, column_major](const LaunchArgs& a) -> absl::Status {
     int64_t* indices = a.outputs.size() > 1 ? static_cast<int64_t*>(a.outputs[1]) : nullptr;
     if (a.outputs[0] == nullptr && indices == nullptr) return absl::OkStatus();
@@ -1061,17 +1291,33 @@ absl::StatusOr<CompiledOp> CompileGlobalPool(OpCompileContext& ctx, kernels::Glo
 absl::StatusOr<CompiledOp> CompileMaxPoolGrad(OpCompileContext& ctx) {
   OTTR_RETURN_IF_ERROR(CheckFloatInputs(ctx));
   const DType t = ctx.input_type(0).dtype;
-  const std::vector<int64_t> dy = ctx.input_dims(0), x = ctx.input_dims(1);
+  const Channels layout(ctx);
+  const std::vector<int64_t> dy = layout.First(ctx.input_dims(0)), x = layout.First(ctx.input_dims(1));
   OTTR_ASSIGN_OR_RETURN(Geometry g, ResolveGeometry(ctx, x, nullptr, WindowOp::kPool));
+  OTTR_RETURN_IF_ERROR(layout.Supports(ctx, g, true));
   OTTR_RETURN_IF_ERROR(CheckDy(ctx, dy, WithBatch(x[0], x[1], g.positions)));
-  OTTR_RETURN_IF_ERROR(CheckOutputDims(ctx, 0, x));
+  OTTR_RETURN_IF_ERROR(CheckOutputDims(ctx, 0, layout.Last(x)));
   OTTR_ASSIGN_OR_RETURN(kernels::PoolGeometry pg, ToPoolGeometry(ctx, x, g));
   const int dtype = Code(t);
   CompiledOp op;
-  op.launch = [pg, dtype](const LaunchArgs& a) -> absl::Status {
+  const bool relu_mask = ctx.node().GetInt("relu_mask", 0) != 0;
+  if (layout.last) {
+    pg.planes = x[0];
+    const int64_t channels = x[1];
+    op.launch = [pg, dtype, channels, relu_mask](const LaunchArgs& a) -> absl::Status {
+      if (a.outputs[0] == nullptr) return absl::OkStatus();
+      NvtxRange range("MaxPoolGrad");
+      OTTR_CUDA_RETURN_IF_ERROR(kernels::MaxPoolGradChannelsLast(dtype, pg, channels, a.inputs[0], a.inputs[1],
+                                                                 a.outputs[0], relu_mask, a.stream));
+      return absl::OkStatus();
+    };
+    return op;
+  }
+  op.launch = [pg, dtype, relu_mask](const LaunchArgs& a) -> absl::Status {
     if (a.outputs[0] == nullptr) return absl::OkStatus();
     NvtxRange range("MaxPoolGrad");
-    OTTR_CUDA_RETURN_IF_ERROR(kernels::MaxPoolGrad(dtype, pg, a.inputs[0], a.inputs[1], a.outputs[0], a.stream));
+    OTTR_CUDA_RETURN_IF_ERROR(
+        kernels::MaxPoolGrad(dtype, pg, a.inputs[0], a.inputs[1], a.outputs[0], relu_mask, a.stream));
     return absl::OkStatus();
   };
   return op;
@@ -1140,6 +1386,8 @@ void RegisterConvPoolCudaOps(CudaOpRegistry& r) {
   r.Register("", "GlobalMaxPool", [](OpCompileContext& ctx) { return CompileGlobalPool(ctx, GlobalPoolKind::kMax); });
   r.Register("", "GlobalLpPool", [](OpCompileContext& ctx) { return CompileGlobalPool(ctx, GlobalPoolKind::kLp); });
   const std::string ottr(ir::kOttrDomain);
+  r.Register(ottr, "Conv", CompileConv);  // channels-last forms (ir/ops/channels_last.h)
+  r.Register(ottr, "MaxPool", CompileMaxPool);
   r.Register(ottr, "ConvGradInput", CompileConvGradInput);
   r.Register(ottr, "ConvGradFilter", CompileConvGradFilter);
   r.Register(ottr, "MaxPoolGrad", CompileMaxPoolGrad);

@@ -359,8 +359,14 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
     absl::Status s = Enqueue();
     cudaGraph_t graph = nullptr;
     const cudaError_t end = cudaStreamEndCapture(stream.get(), &graph);
-    OTTR_RETURN_IF_ERROR(s);
-    OTTR_CUDA_RETURN_IF_ERROR(end);
+    if (!s.ok() || end != cudaSuccess) {
+      // A failed launch invalidates the capture; clear the error it leaves behind so that the
+      // next launch check (cudaGetLastError) in this process does not report it again.
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      cudaGetLastError();
+      OTTR_RETURN_IF_ERROR(s);
+      OTTR_CUDA_RETURN_IF_ERROR(end);
+    }
     CudaGraph owner(graph);
     size_t n = 0;
     OTTR_CUDA_RETURN_IF_ERROR(cudaGraphGetNodes(graph, nullptr, &n));

@@ -31,7 +31,7 @@ struct Step {
 };
 
 Step MakeStep(const std::string& model, int64_t batch, std::vector<int64_t> feature_dims, uint64_t seed,
-              bool sgd = false, bool multi_tensor = false) {
+              bool sgd = false, bool multi_tensor = false, bool channels_last = false) {
   Step s;
   auto f = importer::ImportModelFile(testing::SourcePath(model));
   EXPECT_TRUE(f.ok()) << f.status();
@@ -40,6 +40,8 @@ Step MakeStep(const std::string& model, int64_t batch, std::vector<int64_t> feat
   spec.batch = batch;
   spec.expose_gradients = true;
   spec.multi_tensor_updates = multi_tensor;
+  spec.channels_last = channels_last;
+  spec.fuse_epilogues = channels_last;  // the CUDA pipeline: conv + ReLU, pool grad + ReLU grad fused
   if (sgd) {
     spec.optimizer.kind = passes::OptimizerSpec::Kind::kSgd;
     spec.optimizer.momentum = 0.9f;
@@ -71,9 +73,16 @@ double Norm(const ir::Tensor& t) {
 //  - Adam steps each element by about lr·sign(g), so an element whose gradient is within
 //    rounding of zero may step either way: parameters may differ in at most 0.1% of elements,
 //    by at most 2·lr. One Adam step is compared (a flipped element changes the next gradients).
-void ExpectStepMatchesCpu(const std::string& model, std::vector<int64_t> feature_dims, bool sgd) {
+// `channels_last`: the GPU step runs the nhwc-layout pass (the CPU step stays channels-first).
+void ExpectStepMatchesCpu(const std::string& model, std::vector<int64_t> feature_dims, bool sgd,
+                          bool channels_last = false) {
   Step c = MakeStep(model, 32, feature_dims, 7, sgd, /*multi_tensor=*/false);
-  Step s = MakeStep(model, 32, feature_dims, 7, sgd, /*multi_tensor=*/true);
+  Step s = MakeStep(model, 32, feature_dims, 7, sgd, /*multi_tensor=*/true, channels_last);
+  if (channels_last) {
+    int nhwc = 0;
+    for (const ir::Node* n : s.step->nodes()) nhwc += n->GetString("layout", "") == "NHWC";
+    EXPECT_GT(nhwc, 0) << model << ": the nhwc-layout pass did not fire";
+  }
   auto cpu = runtime::cpu::CpuExecutor::Create(*c.step);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   cuda::CudaExecutorOptions o;
@@ -148,6 +157,13 @@ TEST_F(CudaTrainingTest, CnnStepMatchesCpu) {
   ExpectStepMatchesCpu("models/cnn/model.onnx", {1, 28, 28}, /*sgd=*/true);
   ExpectStepMatchesCpu("models/cnn/model.onnx", {1, 28, 28}, /*sgd=*/false);
 }
+// The CNN with its convolutions, pools and ReLUs channels-last on the GPU (cuDNN NHWC kernels,
+// the channels-last pool kernels) against the channels-first CPU step: the same bounds.
+TEST_F(CudaTrainingTest, CnnChannelsLastStepMatchesCpu) {
+  ExpectStepMatchesCpu("models/cnn/model.onnx", {1, 28, 28}, /*sgd=*/true, /*channels_last=*/true);
+  ExpectStepMatchesCpu("models/cnn/model.onnx", {1, 28, 28}, /*sgd=*/false, /*channels_last=*/true);
+}
+
 TEST_F(CudaTrainingTest, TorchCnnBnStepMatchesCpu) {
   ExpectStepMatchesCpu("models/torch_cnn_bn/model.onnx", {1, 28, 28}, /*sgd=*/true);
   ExpectStepMatchesCpu("models/torch_cnn_bn/model.onnx", {1, 28, 28}, /*sgd=*/false);

@@ -45,6 +45,10 @@ std::unique_ptr<ir::Graph> MakeStep(const ir::Graph& forward, int64_t batch, pas
   spec.expose_gradients = true;
   spec.multi_tensor_updates = cuda_pipeline;
   spec.fuse_epilogues = cuda_pipeline;
+  // As `ottr train --device cuda`: convolutions channels-last, the selects between 16-bit layers
+  // in the 16-bit type (the CPU step keeps the plain mixed-precision graph).
+  spec.channels_last = cuda_pipeline;
+  spec.narrow_exact_ops = cuda_pipeline;
   auto step = passes::BuildTrainingGraph(forward, spec);
   EXPECT_TRUE(step.ok()) << step.status();
   return step.ok() ? std::move(*step) : nullptr;

@@ -184,14 +184,16 @@ __device__ __forceinline__ T EmptyMax() {
 
 // ArgMax of the window (the first maximum, or the first NaN): its row-major offset in the plane
 // (-1 when the window lies in the padding) and its column-major offset in *col.
+// `step`: the distance between consecutive elements of the plane (1; channels-last: C).
 template <typename T, int ND>
-__device__ __forceinline__ int64_t WindowArgMax(const PoolGeometry& g, const T* src, const Window& w, int64_t* col) {
+__device__ __forceinline__ int64_t WindowArgMax(const PoolGeometry& g, const T* src, const Window& w, int64_t* col,
+                                                int64_t step = 1) {
   using C = MaxCmp<T>;
   C best{};
   int64_t index = -1;
   int64_t best_col = -1;
   ForTaps<ND>(g, w, [&](int64_t row, int64_t c) {
-    const C v = LoadCmp(src[row]);
+    const C v = LoadCmp(src[row * step]);
     if (index < 0 || v > best || (IsNan(v) && !IsNan(best))) {
       best = v;
       index = row;
@@ -225,7 +227,7 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T, int ND>
 __global__ void __launch_bounds__(kThreads)
     MaxPoolGradKernel(const T* __restrict__ dy, const T* __restrict__ x, T* __restrict__ dx, PoolGeometry g,
-                      int64_t isize, int64_t osize) {
+                      int64_t isize, int64_t osize, bool relu_mask) {
   using A = FloatAcc<T>;
   const int64_t total = g.planes * isize;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; i < total;
@@ -243,6 +245,7 @@ __global__ void __launch_bounds__(kThreads)
       int64_t col;
       if (WindowArgMax<T, ND>(g, src, w, &col) == r) acc += ToAcc(grad[o]);
     });
+    if (relu_mask && !(ToAcc(x[i]) > A(0))) acc = A(0);
     dx[i] = FromAcc<T>(acc);
   }
 }
@@ -360,7 +363,8 @@ __global__ void __launch_bounds__(kThreads)
 // may be partial: those lie past the last full window and get zeros).
 template <typename T, int KH, int KW, bool kVec, typename I>
 __global__ void __launch_bounds__(kThreads)
-    TiledMaxPoolGradKernel(const T* __restrict__ dy, const T* __restrict__ x, T* __restrict__ dx, TiledGeometry g) {
+    TiledMaxPoolGradKernel(const T* __restrict__ dy, const T* __restrict__ x, T* __restrict__ dx, TiledGeometry g,
+                           bool relu_mask) {
   using A = FloatAcc<T>;
   const int64_t kh = KH > 0 ? KH : g.kh;
   const int64_t kw = KW > 0 ? KW : g.kw;
@@ -383,8 +387,10 @@ __global__ void __launch_bounds__(kThreads)
       T bv;
       TiledArgMax<T, KH, KW, kVec>(x + offset, g, &br, &bc, &bv);
       // 0 + dY, as the reference adds dY into a zero-filled dX (-0 becomes +0).
-      const T grad = FromAcc<T>(A(0) + ToAcc(dy[static_cast<int64_t>(plane) * (g.ph * g.pw) +
-                                                   static_cast<int64_t>(ob) * g.pw + cb]));
+      const T grad = relu_mask && !(ToAcc(bv) > A(0))
+                         ? zero
+                         : FromAcc<T>(A(0) + ToAcc(dy[static_cast<int64_t>(plane) * (g.ph * g.pw) +
+                                                      static_cast<int64_t>(ob) * g.pw + cb]));
       for (int64_t a = 0; a < kh; ++a) {
         if constexpr (kVec) {
           Packed<T, KW> v;
@@ -400,6 +406,154 @@ __global__ void __launch_bounds__(kThreads)
       const int64_t rows = min(kh, g.h - top), cols = min(kw, g.w - left);
       for (int64_t a = 0; a < rows; ++a) {
         for (int64_t b = 0; b < cols; ++b) dst[a * g.w + b] = zero;
+      }
+    }
+  }
+}
+
+// ---- Channels-last (NHWC) ---------------------------------------------------------------------
+// Thread i owns element i of the output (forward) or of dX (backward) in [N, spatial..., C] order,
+// so the threads of a warp take consecutive channels of one position: every load and store is
+// coalesced. The windows and the argmax rule are the channels-first kernels' (element (n, s, c) of
+// the plane (n, c) sits at (n · size + s) · C + c).
+template <typename T, int ND>
+__global__ void __launch_bounds__(kThreads)
+    MaxPoolNhwcKernel(const T* __restrict__ x, T* __restrict__ y, PoolGeometry g, int64_t isize, int64_t osize,
+                      int64_t channels) {
+  const int64_t total = g.planes * osize * channels;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * kThreads) {
+    const int64_t c = i % channels, rest = i / channels;
+    const int64_t n = rest / osize;
+    int64_t pos[kPoolMaxDims];
+    Unflatten<ND>(g, rest - n * osize, g.positions, pos);
+    Window w;
+    SetWindow<ND>(g, pos, w);
+    const T* src = x + n * isize * channels + c;
+    int64_t col;
+    const int64_t index = WindowArgMax<T, ND>(g, src, w, &col, channels);
+    y[i] = index < 0 ? EmptyMax<T>() : src[index * channels];
+  }
+}
+
+template <typename T, int ND>
+__global__ void __launch_bounds__(kThreads)
+    MaxPoolGradNhwcKernel(const T* __restrict__ dy, const T* __restrict__ x, T* __restrict__ dx, PoolGeometry g,
+                          int64_t isize, int64_t osize, int64_t channels, bool relu_mask) {
+  using A = FloatAcc<T>;
+  const int64_t total = g.planes * isize * channels;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * kThreads) {
+    const int64_t c = i % channels, rest = i / channels;
+    const int64_t n = rest / isize;
+    const int64_t r = rest - n * isize;
+    int64_t at[kPoolMaxDims];
+    Unflatten<ND>(g, r, g.image, at);
+    const T* src = x + n * isize * channels + c;
+    const T* grad = dy + n * osize * channels + c;
+    A acc = A(0);
+    ForWindowsContaining<ND>(g, at, [&](int64_t o, const int64_t* pos) {
+      Window w;
+      SetWindow<ND>(g, pos, w);
+      int64_t col;
+      if (WindowArgMax<T, ND>(g, src, w, &col, channels) == r) acc += ToAcc(grad[o * channels]);
+    });
+    if (relu_mask && !(ToAcc(x[i]) > A(0))) acc = A(0);
+    dx[i] = FromAcc<T>(acc);
+  }
+}
+
+// The tiled fast path channels-last: one thread per (window, channel); t.planes = N. The argmax
+// rule of TiledArgMax over elements `col_step` apart within a row and `row_step` between rows.
+template <typename T, int K>
+__device__ __forceinline__ void StridedArgMax(const T* src, int64_t row_step, int64_t col_step, int64_t kh,
+                                              int64_t kw, int64_t* br, int64_t* bc, T* bv) {
+  using C = MaxCmp<T>;
+  const int64_t nh = K > 0 ? K : kh, nw = K > 0 ? K : kw;
+  C best{};
+  T best_raw{};
+  int64_t r_best = 0, c_best = 0;
+  bool first = true;
+#pragma unroll
+  for (int64_t a = 0; a < nh; ++a) {
+#pragma unroll
+    for (int64_t b = 0; b < nw; ++b) {
+      const T raw = src[a * row_step + b * col_step];
+      const C v = LoadCmp(raw);
+      if (first || v > best || (IsNan(v) && !IsNan(best))) {
+        best = v;
+        best_raw = raw;
+        r_best = a;
+        c_best = b;
+        first = false;
+      }
+    }
+  }
+  *br = r_best;
+  *bc = c_best;
+  *bv = best_raw;
+}
+
+template <typename T, int K, typename I>
+__global__ void __launch_bounds__(kThreads)
+    TiledMaxPoolNhwcKernel(const T* __restrict__ x, T* __restrict__ y, TiledGeometry g, I channels) {
+  const I pw = static_cast<I>(g.pw), ph = static_cast<I>(g.ph);
+  const I total = static_cast<I>(g.planes) * ph * pw * channels;
+  const int64_t kh = K > 0 ? K : g.kh, kw = K > 0 ? K : g.kw;
+  for (I i = blockIdx.x * static_cast<I>(kThreads) + threadIdx.x; i < total;
+       i += static_cast<I>(gridDim.x) * kThreads) {
+    const I c = i % channels;
+    I r = i / channels;
+    const I ow = r % pw;
+    r /= pw;
+    const I oh = r % ph;
+    const I n = r / ph;
+    const int64_t base = ((static_cast<int64_t>(n) * g.h + oh * kh) * g.w + ow * kw) * channels + c;
+    int64_t br, bc;
+    T bv;
+    StridedArgMax<T, K>(x + base, g.w * channels, channels, kh, kw, &br, &bc, &bv);
+    y[i] = bv;
+  }
+}
+
+// Threads over (kh x kw block, channel) of dX; blocks past the last full window get zeros.
+template <typename T, int K, typename I>
+__global__ void __launch_bounds__(kThreads)
+    TiledMaxPoolGradNhwcKernel(const T* __restrict__ dy, const T* __restrict__ x, T* __restrict__ dx,
+                               TiledGeometry g, I channels, bool relu_mask) {
+  using A = FloatAcc<T>;
+  const int64_t kh = K > 0 ? K : g.kh, kw = K > 0 ? K : g.kw;
+  const I bh = static_cast<I>((g.h + kh - 1) / kh), bw = static_cast<I>((g.w + kw - 1) / kw);
+  const I total = static_cast<I>(g.planes) * bh * bw * channels;
+  const T zero = FromAcc<T>(A(0));
+  const int64_t row_step = g.w * channels;
+  for (I i = blockIdx.x * static_cast<I>(kThreads) + threadIdx.x; i < total;
+       i += static_cast<I>(gridDim.x) * kThreads) {
+    const I c = i % channels;
+    I r = i / channels;
+    const I cb = r % bw;
+    r /= bw;
+    const I ob = r % bh;
+    const I n = r / bh;
+    const int64_t top = static_cast<int64_t>(ob) * kh, left = static_cast<int64_t>(cb) * kw;
+    const int64_t base = ((static_cast<int64_t>(n) * g.h + top) * g.w + left) * channels + c;
+    T* dst = dx + base;
+    if (static_cast<int64_t>(ob) < g.ph && static_cast<int64_t>(cb) < g.pw) {
+      int64_t br, bc;
+      T bv;
+      StridedArgMax<T, K>(x + base, row_step, channels, kh, kw, &br, &bc, &bv);
+      const int64_t o = ((static_cast<int64_t>(n) * g.ph + ob) * g.pw + cb) * channels + c;
+      // 0 + dY, as the reference (-0 -> +0); with relu_mask 0 unless the chosen X is > 0.
+      const T grad = relu_mask && !(ToAcc(bv) > A(0)) ? zero : FromAcc<T>(A(0) + ToAcc(dy[o]));
+#pragma unroll
+      for (int64_t a = 0; a < (K > 0 ? K : kh); ++a) {
+#pragma unroll
+        for (int64_t b = 0; b < (K > 0 ? K : kw); ++b) dst[a * row_step + b * channels] = a == br && b == bc ? grad : zero;
+      }
+    } else {
+      const int64_t rows = min(kh, g.h - top), cols = min(kw, g.w - left);
+      for (int64_t a = 0; a < rows; ++a) {
+        for (int64_t b = 0; b < cols; ++b) dst[a * row_step + b * channels] = zero;
       }
     }
   }
@@ -688,7 +842,7 @@ cudaError_t MaxPool(int dtype, const PoolGeometry& geometry, bool column_major, 
 }
 
 cudaError_t MaxPoolGrad(int dtype, const PoolGeometry& geometry, const void* dy, const void* x, void* dx,
-                        cudaStream_t s) {
+                        bool relu_mask, cudaStream_t s) {
   if (!Valid(geometry)) return cudaErrorInvalidValue;
   const PoolGeometry g = Normalized(geometry);
   const int64_t isize = Size(g.image, g.nd), osize = Size(g.positions, g.nd);
@@ -705,13 +859,86 @@ cudaError_t MaxPoolGrad(int dtype, const PoolGeometry& geometry, const void* dy,
         using I = typename decltype(index)::type;
         TiledMaxPoolGradKernel<T, decltype(k)::value, decltype(k)::value, decltype(vec)::value, I>
             <<<GridFor(blocks, kThreads), kThreads, 0, s>>>(static_cast<const T*>(dy), static_cast<const T*>(x),
-                                                            static_cast<T*>(dx), t);
+                                                            static_cast<T*>(dx), t, relu_mask);
         return cudaGetLastError();
       });
     }
     return VisitAxes(g, [&](auto nd) -> cudaError_t {
       MaxPoolGradKernel<T, decltype(nd)::value><<<GridFor(total, kThreads), kThreads, 0, s>>>(
-          static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<T*>(dx), g, isize, osize);
+          static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<T*>(dx), g, isize, osize, relu_mask);
+      return cudaGetLastError();
+    });
+  });
+}
+
+namespace {
+
+// Calls f(std::integral_constant<int, K>, TypeTag<I>): K = 2 for 2x2 windows, else 0; I =
+// uint32_t when `total` fits in 31 bits.
+template <typename F>
+cudaError_t VisitNhwcVariant(const TiledGeometry& t, int64_t total, F&& f) {
+  auto with_index = [&](auto k) -> cudaError_t {
+    if (total < (int64_t{1} << 31)) return f(k, TypeTag<uint32_t>{});
+    return f(k, TypeTag<int64_t>{});
+  };
+  if (t.kh == 2 && t.kw == 2) return with_index(std::integral_constant<int, 2>{});
+  return with_index(std::integral_constant<int, 0>{});
+}
+
+}  // namespace
+
+cudaError_t MaxPoolChannelsLast(int dtype, const PoolGeometry& geometry, int64_t channels, const void* x, void* y,
+                                cudaStream_t s) {
+  if (!Valid(geometry) || channels < 1) return cudaErrorInvalidValue;
+  const PoolGeometry g = Normalized(geometry);
+  const int64_t isize = Size(g.image, g.nd), osize = Size(g.positions, g.nd);
+  const int64_t total = g.planes * osize * channels;
+  if (total == 0 || y == nullptr) return cudaSuccess;
+  TiledGeometry t;
+  const bool tiled = Tiled(g, &t);
+  return VisitMaxDtype(dtype, [&](auto tag) -> cudaError_t {
+    using T = typename decltype(tag)::type;
+    if (tiled) {
+      return VisitNhwcVariant(t, total, [&](auto k, auto index) -> cudaError_t {
+        using I = typename decltype(index)::type;
+        TiledMaxPoolNhwcKernel<T, decltype(k)::value, I><<<GridFor(total, kThreads), kThreads, 0, s>>>(
+            static_cast<const T*>(x), static_cast<T*>(y), t, static_cast<I>(channels));
+        return cudaGetLastError();
+      });
+    }
+    return VisitAxes(g, [&](auto nd) -> cudaError_t {
+      MaxPoolNhwcKernel<T, decltype(nd)::value><<<GridFor(total, kThreads), kThreads, 0, s>>>(
+          static_cast<const T*>(x), static_cast<T*>(y), g, isize, osize, channels);
+      return cudaGetLastError();
+    });
+  });
+}
+
+cudaError_t MaxPoolGradChannelsLast(int dtype, const PoolGeometry& geometry, int64_t channels, const void* dy,
+                                    const void* x, void* dx, bool relu_mask, cudaStream_t s) {
+  if (!Valid(geometry) || channels < 1) return cudaErrorInvalidValue;
+  const PoolGeometry g = Normalized(geometry);
+  const int64_t isize = Size(g.image, g.nd), osize = Size(g.positions, g.nd);
+  const int64_t total = g.planes * isize * channels;
+  if (total == 0) return cudaSuccess;
+  TiledGeometry t;
+  const bool tiled = Tiled(g, &t);
+  return tensor_impl::VisitFloatDtype(dtype, [&](auto tag) -> cudaError_t {
+    using T = typename decltype(tag)::type;
+    if (tiled) {
+      const int64_t blocks = g.planes * ((t.h + t.kh - 1) / t.kh) * ((t.w + t.kw - 1) / t.kw) * channels;
+      return VisitNhwcVariant(t, blocks, [&](auto k, auto index) -> cudaError_t {
+        using I = typename decltype(index)::type;
+        TiledMaxPoolGradNhwcKernel<T, decltype(k)::value, I><<<GridFor(blocks, kThreads), kThreads, 0, s>>>(
+            static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<T*>(dx), t, static_cast<I>(channels),
+            relu_mask);
+        return cudaGetLastError();
+      });
+    }
+    return VisitAxes(g, [&](auto nd) -> cudaError_t {
+      MaxPoolGradNhwcKernel<T, decltype(nd)::value><<<GridFor(total, kThreads), kThreads, 0, s>>>(
+          static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<T*>(dx), g, isize, osize, channels,
+          relu_mask);
       return cudaGetLastError();
     });
   });

@@ -55,8 +55,17 @@ bool FloatPoolSupported(int dtype);
 // y and indices may each be null (an output nobody reads).
 cudaError_t MaxPool(int dtype, const PoolGeometry& g, bool column_major, const void* x, void* y,
                     int64_t* indices, cudaStream_t s);
-cudaError_t MaxPoolGrad(int dtype, const PoolGeometry& g, const void* dy, const void* x, void* dx,
+// relu_mask: dX is also 0 where X <= 0 (or NaN): ottr::MaxPoolGrad's relu_mask, the gradient of
+// the Relu that produced X folded in (ReluGrad's Select(x > 0, dx, 0)).
+cudaError_t MaxPoolGrad(int dtype, const PoolGeometry& g, const void* dy, const void* x, void* dx, bool relu_mask,
                         cudaStream_t s);
+// Channels-last MaxPool / MaxPoolGrad (layout NHWC, ir/ops/channels_last.h): tensors
+// [N, spatial..., channels] with g.planes = N; the same windows and argmax rule per channel (the
+// tiled fast path applies alike). No Indices: they index the channels-first tensor.
+cudaError_t MaxPoolChannelsLast(int dtype, const PoolGeometry& g, int64_t channels, const void* x, void* y,
+                                cudaStream_t s);
+cudaError_t MaxPoolGradChannelsLast(int dtype, const PoolGeometry& g, int64_t channels, const void* dy,
+                                    const void* x, void* dx, bool relu_mask, cudaStream_t s);
 cudaError_t AveragePool(int dtype, const PoolGeometry& g, bool count_include_pad, const void* x,
                         void* y, cudaStream_t s);
 cudaError_t AveragePoolGrad(int dtype, const PoolGeometry& g, bool count_include_pad,

@@ -24,6 +24,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "ir/ops/channels_last.h"
+#include "runtime/cpu/channels_last.h"
 #include "tests/runtime/cuda/norm_loss_cuda_test_util.h"
 
 #ifdef OTTR_HAVE_CUDA
@@ -450,6 +452,100 @@ TEST(CudaConvPoolOpsTest, BFloat16ConvolutionsMatchCpu) {
     Case filter{"ConvGradFilter", {In(dy), In(RandomOf(t, c.x, ++seed))}, gf, 1, kOttr};
     filter.rtol = filter.atol = tol;
     ExpectMatchesCpu(filter);
+  }
+}
+
+// The channels-last forms (layout = "NHWC", made by the nhwc-layout pass) against the CPU
+// reference, which transposes to channels-first, runs the kernels above and transposes back: the
+// 2-D cases with group 1 and symmetric pads (what the pass converts), including the benchmark
+// CNN's first convolution (one input channel), a strided one, the tiled 2x2/2 max pool with a
+// partial last row and column, and an overlapping 3x3/2 pool with padding (the generic kernels).
+// float32 with FMA math (the same 1e-4 as the channels-first cases), float16 and bfloat16 on
+// tensor cores (one rounding step of the 16-bit type either way: 2 steps).
+TEST(CudaConvPoolOpsTest, ChannelsLastMatchesCpu) {
+  OTTR_REQUIRE_CUDA_DEVICE();
+  auto last = [](const Tensor& t) { return runtime::cpu::PermuteTensor(t, ir::ToChannelsLastPerm(t.rank())); };
+  // Up to 4 input channels the direct kernels run (kernels/small_conv_kernels.h: the 3x3x1,
+  // 3x3x3 and 5x5x1 unrolled variants and the generic one), beyond that cuDNN's NHWC kernels.
+  const std::vector<ConvCase> cases = {
+      {"small_3x3_pad1_bias", {2, 3, 6, 5}, {4, 3, 3, 3}, {{"pads", Ints({1, 1, 1, 1})}}},
+      {"small_c1_benchmark_conv1", {4, 1, 28, 28}, {32, 1, 3, 3}, {}},
+      {"small_5x5_c1_stride2_pad2", {3, 1, 11, 9}, {7, 1, 5, 5}, {{"pads", Ints({2, 2, 2, 2})}, {"strides", Ints({2, 2})}}},
+      {"small_generic_2x3_c2_dilated", {2, 2, 9, 10}, {6, 2, 2, 3}, {{"dilations", Ints({2, 1})}}, false},
+      {"small_pointwise", {2, 3, 3, 4}, {5, 3, 1, 1}, {}},
+      {"cudnn_3x3_pad0_benchmark", {8, 16, 14, 14}, {32, 16, 3, 3}, {}},
+      {"cudnn_stride2_pad1_no_bias", {2, 8, 9, 9}, {8, 8, 3, 3}, {{"pads", Ints({1, 1, 1, 1})}, {"strides", Ints({2, 2})}}, false},
+  };
+  int seed = 900;
+  // TF32 (float32 on tensor cores, cuDNN's graph-API engines): both operands rounded to 10
+  // mantissa bits, ≤ 2^-10 relative per product; over the m products of an output (values in
+  // [-1, 1), rms product 1/3) the rounding errors add like a random walk: 4σ = 4 · √m · 2^-10 / 3
+  // absolute (m = C·kh·kw forward, K·kh·kw data gradient, N·OH·OW filter gradient).
+  auto tf32_tol = [](int64_t m) { return 4.0 * std::sqrt(static_cast<double>(m)) * std::ldexp(1.0, -10) / 3.0; };
+  for (auto [t, tf32] : std::vector<std::pair<DType, bool>>{
+           {DType::kFloat32, false}, {DType::kFloat32, true}, {DType::kFloat16, false}, {DType::kBFloat16, false}}) {
+    const double tol = t == DType::kFloat32 ? 1e-4 : t == DType::kFloat16 ? 4e-3 : 2 * std::ldexp(1.0, -7);
+    for (const ConvCase& c : cases) {
+      SCOPED_TRACE(absl::StrCat(ir::DTypeName(t), tf32 ? " tf32 " : " ", c.name));
+      Attrs a = c.attrs;
+      a["layout"] = Attribute("NHWC");
+      std::vector<Input> ins = {In(last(RandomOf(t, c.x, ++seed))), In(last(RandomOf(t, c.w, ++seed)))};
+      if (c.bias) ins.push_back(In(RandomOf(t, {c.w[0]}, ++seed)));
+      Case fwd{"Conv", ins, a, 1, kOttr};
+      fwd.rtol = fwd.atol = tf32 ? tf32_tol(c.w[1] * c.w[2] * c.w[3]) : tol;
+      fwd.tf32 = tf32;
+      ExpectMatchesCpu(fwd);
+      // With the fused ReLU (fuse-conv-activation): in the small kernels, the graph engines'
+      // epilogue, or after the legacy convolution.
+      Case act = fwd;
+      act.attrs["activation"] = Attribute("relu");
+      ExpectMatchesCpu(act);
+      auto y = ConvOutputDims(c);
+      ASSERT_TRUE(y.ok()) << y.status();
+      const Tensor dy = last(RandomOf(t, *y, ++seed));
+      Attrs gi = a;
+      gi["input_shape"] = Ints(c.x);
+      Case input{"ConvGradInput", {In(dy), In(last(RandomOf(t, c.w, ++seed)))}, gi, 1, kOttr};
+      input.rtol = input.atol = tf32 ? tf32_tol(c.w[0] * c.w[2] * c.w[3]) : tol;
+      input.tf32 = tf32;
+      ExpectMatchesCpu(input);
+      Attrs gf = a;
+      gf["kernel_shape"] = Ints(Dims(c.w.begin() + 2, c.w.end()));
+      Case filter{"ConvGradFilter", {In(dy), In(last(RandomOf(t, c.x, ++seed)))}, gf, 1, kOttr};
+      filter.rtol = filter.atol = tf32 ? tf32_tol((*y)[0] * (*y)[2] * (*y)[3]) : tol;
+      filter.tf32 = tf32;
+      ExpectMatchesCpu(filter);
+    }
+    if (tf32) continue;  // the pools are the same kernels
+    const std::vector<PoolCase> pools = {
+        {"tiled_2x2_partial", {2, 7, 9, 5}, {{"kernel_shape", Ints({2, 2})}, {"strides", Ints({2, 2})}}},
+        {"tiled_benchmark", {4, 64, 24, 24}, {{"kernel_shape", Ints({2, 2})}, {"strides", Ints({2, 2})}}},
+        {"overlap_3x3_s2_pad1",
+         {2, 6, 9, 8},
+         {{"kernel_shape", Ints({3, 3})}, {"strides", Ints({2, 2})}, {"pads", Ints({1, 1, 1, 1})}}},
+    };
+    for (const PoolCase& c : pools) {
+      SCOPED_TRACE(absl::StrCat(ir::DTypeName(t), " ", c.name));
+      Attrs a = c.attrs;
+      a["layout"] = Attribute("NHWC");
+      const Tensor x = RandomOf(t, c.x, ++seed);
+      Case fwd{"MaxPool", {In(last(x))}, a, 1, kOttr};
+      fwd.rtol = fwd.atol = 0;  // the chosen element, copied
+      ExpectMatchesCpu(fwd);
+      const Tensor dy = last(RandomOf(t, PoolOutputDims(c), ++seed));
+      Case grad{"MaxPoolGrad", {In(dy), In(last(x))}, a, 1, kOttr};
+      grad.rtol = grad.atol = t == DType::kFloat32 ? 1e-5 : 2e-3;
+      ExpectMatchesCpu(grad);
+      // relu_mask (fuse-maxpool-relu-grad), channels-last and channels-first.
+      Case masked = grad;
+      masked.attrs["relu_mask"] = Int(1);
+      ExpectMatchesCpu(masked);
+      Attrs first = c.attrs;
+      first["relu_mask"] = Int(1);
+      Case masked_first{"MaxPoolGrad", {In(RandomOf(t, PoolOutputDims(c), ++seed)), In(x)}, first, 1, kOttr};
+      masked_first.rtol = masked_first.atol = grad.rtol;
+      ExpectMatchesCpu(masked_first);
+    }
   }
 }
 

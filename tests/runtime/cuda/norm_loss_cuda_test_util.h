@@ -50,6 +50,7 @@ struct Case {
   std::string domain;
   double rtol = 1e-5;
   double atol = 1e-6;
+  bool tf32 = false;  // float32 GEMMs / convolutions on TF32 tensor cores
   std::vector<int> unread_outputs;  // outputs left out of the graph outputs (nobody reads them)
 };
 
@@ -110,7 +111,7 @@ inline absl::StatusOr<std::vector<std::vector<ir::Tensor>>> RunCuda(const Case& 
   runtime::TensorMap feeds;
   OTTR_ASSIGN_OR_RETURN(std::unique_ptr<ir::Graph> g, BuildGraph(c, &feeds));
   cuda::CudaExecutorOptions o;
-  o.tf32 = false;
+  o.tf32 = c.tf32;
   o.use_cuda_graph = use_cuda_graph;
   OTTR_ASSIGN_OR_RETURN(auto gpu, cuda::CudaExecutor::Create(*g, o));
   std::vector<std::vector<ir::Tensor>> all;
