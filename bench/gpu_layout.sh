@@ -19,6 +19,14 @@ for p in tf32 bf16; do
     done
   done
 done
+# The MLPs in bf16 (narrow-exact-ops keeps their activations bf16) and TF32.
+python3 bench/make_bench_models.py "$out/models" > /dev/null 2>&1
+for m in "mlp_big 4096 bf16" "mlp_big 4096 tf32" "mlp_small 8192 bf16" "mlp_small 128 tf32"; do
+  set -- $m
+  timeout 60 dev-bundle/bin/ottr bench "$out/models/$1.onnx" --device cuda --batch $2 --optimizer adam --lr 1e-3 \
+    --precision $3 --name "${1}_b$2_$3" --csv "$out/bench.csv" > "$out/bench_$1_$2_$3.log" 2>&1 || tail -3 "$out/bench_$1_$2_$3.log"
+done
+rm -rf "$out/models"
 for p in tf32 bf16; do
   OTTR_LOG_CONV_ALGOS=1 timeout 60 dev-bundle/bin/ottr bench models/cnn/model.onnx --device cuda --batch 1024 \
     --optimizer adam --lr 1e-3 --precision $p --per-op --per-op-csv "$out/perop_cnn1024_$p.csv" \

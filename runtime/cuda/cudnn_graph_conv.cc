@@ -323,12 +323,15 @@ absl::StatusOr<std::unique_ptr<GraphConv>> GraphConv::Create(CudaLibraries& libs
   int64_t rank = -1;
   if (libs.LookupAlgo(cache_key, &cached)) {
     std::vector<std::string> parts = absl::StrSplit(cached, ' ');
-    if (parts.size() == 2 && parts[0] == "graph" && absl::SimpleAtoi(parts[1], &rank) && rank >= 0 &&
-        rank < static_cast<int64_t>(cfgs.size())) {
+    float us = -1;
+    if ((parts.size() == 2 || parts.size() == 3) && parts[0] == "graph" && absl::SimpleAtoi(parts[1], &rank) &&
+        rank >= 0 && rank < static_cast<int64_t>(cfgs.size()) &&
+        (parts.size() == 2 || absl::SimpleAtof(parts[2], &us))) {
       auto plan = MakePlan(handle, cfgs[rank].get());
       if (plan.ok() && plan->workspace <= max_workspace) {
         conv->plan_ = std::move(plan->desc);
         conv->workspace_bytes_ = plan->workspace;
+        conv->time_us_ = us;
         return conv;
       }
     }
@@ -400,7 +403,8 @@ absl::StatusOr<std::unique_ptr<GraphConv>> GraphConv::Create(CudaLibraries& libs
   }
   conv->plan_ = std::move(plans[best].second.desc);
   conv->workspace_bytes_ = plans[best].second.workspace;
-  libs.StoreAlgo(cache_key, absl::StrCat("graph ", plans[best].first));
+  conv->time_us_ = best_us;
+  libs.StoreAlgo(cache_key, absl::StrCat("graph ", plans[best].first, " ", best_us));
   return conv;
 }
 

@@ -55,6 +55,9 @@ class GraphConv {
                                                            int64_t max_workspace, const std::string& cache_key);
 
   int64_t workspace_bytes() const { return workspace_bytes_; }
+  // The chosen plan's measured time (µs, median of the timed runs; also kept in the cache), or
+  // -1 when it was not timed (a single candidate, or a cache entry without it).
+  float time_us() const { return time_us_; }
   // kForward: (x, w, bias) -> y; kBackwardData: (w, dy) -> dx as (x = dx, w, y = dy);
   // kBackwardFilter: (x, dy) -> dw as (x, w = dw, y = dy). Only enqueues work on `stream`.
   absl::Status Run(const void* x, const void* w, const void* y, const void* bias, void* workspace,
@@ -66,6 +69,7 @@ class GraphConv {
   bool bias_ = false;
   BackendDesc plan_;
   int64_t workspace_bytes_ = 0;
+  float time_us_ = -1;
 };
 
 }  // namespace ottr::cuda

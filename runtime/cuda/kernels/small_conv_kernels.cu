@@ -304,7 +304,50 @@ int FilterThreads(const SmallConvGeometry& g, int v) {
   return static_cast<int>(cgroups * kgroups);
 }
 
+template <typename E>
+__global__ void __launch_bounds__(kThreads)
+    FlipFilterKernel(const E* __restrict__ w, E* __restrict__ out, int k, int c, int kh, int kw, bool channels_last) {
+  const int total = k * c * kh * kw;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    // i indexes w: [k][c][r][s] channels-first, [k][r][s][c] channels-last.
+    int ki, ci, r, s;
+    if (channels_last) {
+      ci = i % c;
+      s = (i / c) % kw;
+      r = (i / (c * kw)) % kh;
+      ki = i / (c * kw * kh);
+      out[((ci * kh + (kh - 1 - r)) * kw + (kw - 1 - s)) * k + ki] = w[i];
+    } else {
+      s = i % kw;
+      r = (i / kw) % kh;
+      ci = (i / (kw * kh)) % c;
+      ki = i / (kw * kh * c);
+      out[((ci * k + ki) * kh + (kh - 1 - r)) * kw + (kw - 1 - s)] = w[i];
+    }
+  }
+}
+
 }  // namespace
+
+cudaError_t FlipFilterForDataGrad(int elem_bytes, int64_t k, int64_t c, int64_t kh, int64_t kw, bool channels_last,
+                                  const void* w, void* out, cudaStream_t s) {
+  const int64_t total = k * c * kh * kw;
+  if (total == 0) return cudaSuccess;
+  if (total >= (int64_t{1} << 31)) return cudaErrorInvalidValue;
+  const unsigned grid = GridFor(total, kThreads);
+  if (elem_bytes == 4) {
+    FlipFilterKernel<uint32_t><<<grid, kThreads, 0, s>>>(static_cast<const uint32_t*>(w), static_cast<uint32_t*>(out),
+                                                         static_cast<int>(k), static_cast<int>(c), static_cast<int>(kh),
+                                                         static_cast<int>(kw), channels_last);
+  } else if (elem_bytes == 2) {
+    FlipFilterKernel<uint16_t><<<grid, kThreads, 0, s>>>(static_cast<const uint16_t*>(w), static_cast<uint16_t*>(out),
+                                                         static_cast<int>(k), static_cast<int>(c), static_cast<int>(kh),
+                                                         static_cast<int>(kw), channels_last);
+  } else {
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
 
 bool SmallConvSupported(int dtype, const SmallConvGeometry& g) {
   if (dtype != 1 && dtype != 10 && dtype != 16) return false;

@@ -52,6 +52,13 @@ int64_t SmallConvFilterGradWorkspace(const SmallConvGeometry& g);
 cudaError_t SmallConvFilterGrad(int dtype, const SmallConvGeometry& g, const void* dy, const void* x, void* dw,
                                 void* workspace, cudaStream_t s);
 
+// The data gradient of a stride-1 convolution is a forward convolution of dY with the filter
+// transposed (K <-> C) and flipped in space, padded by k − 1 − pad: this writes that filter,
+// out[c][k][kh−1−r][kw−1−s] = w[k][c][r][s] in channels-first order, or
+// out[c][kh−1−r][kw−1−s][k] = w[k][r][s][c] channels-last (KRSC). `elem_bytes` 2 or 4.
+cudaError_t FlipFilterForDataGrad(int elem_bytes, int64_t k, int64_t c, int64_t kh, int64_t kw, bool channels_last,
+                                  const void* w, void* out, cudaStream_t s);
+
 }  // namespace ottr::cuda::kernels
 
 #endif  // OTTR_RUNTIME_CUDA_KERNELS_SMALL_CONV_KERNELS_H_

@@ -18,6 +18,7 @@
 //   Pools: MaxPool copies the chosen element (exact); Average/Lp sum in double on both sides;
 //   the backward pools sum the same float terms in the same (increasing window) order: 1e-5.
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <limits>
 #include <string>
@@ -547,6 +548,43 @@ TEST(CudaConvPoolOpsTest, ChannelsLastMatchesCpu) {
       ExpectMatchesCpu(masked_first);
     }
   }
+}
+
+// The stride-1 data gradient run as a forward convolution of dY with the transposed, flipped
+// filter (conv_pool_ops.cc, taken when cuDNN times it faster; forced here), channels-first and
+// channels-last, pads 0 to k − 1, against the CPU reference: the tolerances of the cases above.
+TEST(CudaConvPoolOpsTest, DataGradientAsForwardConvolutionMatchesCpu) {
+  OTTR_REQUIRE_CUDA_DEVICE();
+  setenv("OTTR_CONV_DGRAD_AS_FORWARD", "1", 1);
+  auto last = [](const Tensor& t) { return runtime::cpu::PermuteTensor(t, ir::ToChannelsLastPerm(t.rank())); };
+  const std::vector<ConvCase> cases = {
+      {"3x3_pad0", {4, 16, 12, 12}, {32, 16, 3, 3}, {}},
+      {"3x3_pad1", {2, 8, 9, 7}, {16, 8, 3, 3}, {{"pads", Ints({1, 1, 1, 1})}}},
+      {"5x3_pad_full", {2, 8, 9, 9}, {8, 8, 5, 3}, {{"pads", Ints({4, 2, 4, 2})}}},
+  };
+  int seed = 1300;
+  for (bool channels_last : {false, true}) {
+    for (DType t : {DType::kFloat16, DType::kBFloat16}) {
+      const double tol = t == DType::kFloat16 ? 4e-3 : 2 * std::ldexp(1.0, -7);
+      for (const ConvCase& c : cases) {
+        SCOPED_TRACE(absl::StrCat(channels_last ? "nhwc " : "nchw ", ir::DTypeName(t), " ", c.name));
+        auto y = ConvOutputDims(c);
+        ASSERT_TRUE(y.ok()) << y.status();
+        Attrs a = c.attrs;
+        a["input_shape"] = Ints(c.x);
+        Tensor dy = RandomOf(t, *y, ++seed), w = RandomOf(t, c.w, ++seed);
+        if (channels_last) {
+          a["layout"] = Attribute("NHWC");
+          dy = last(dy);
+          w = last(w);
+        }
+        Case input{"ConvGradInput", {In(dy), In(w)}, a, 1, kOttr};
+        input.rtol = input.atol = tol;
+        ExpectMatchesCpu(input);
+      }
+    }
+  }
+  unsetenv("OTTR_CONV_DGRAD_AS_FORWARD");
 }
 
 #ifdef OTTR_HAVE_CUDA
