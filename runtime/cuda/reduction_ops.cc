@@ -137,7 +137,9 @@ absl::StatusOr<ReducePlan> PlanReduction(OpCompileContext& ctx, int dtype, Reduc
     p.inner = kept.back().size;
     kept.pop_back();
     ok = AddDims(kept, true, p) && AddDims(red, false, p);
-    p.vec = (dtype == 1 && p.inner % 4 == 0) ? 4 : 1;
+    // float4 loads only when they keep all 32 columns of a block's threads busy (a bias gradient
+    // of 64 channels would leave half of them idle).
+    p.vec = (dtype == 1 && p.inner % 4 == 0 && p.inner >= 4 * kernels::kReduceColumnX) ? 4 : 1;
     const int64_t col_blocks = (m / p.inner) * CeilDiv(p.inner, kernels::kReduceColumnX * p.vec);
     p.splits = 1;
     if (m * n >= (int64_t{1} << 18) && col_blocks < target) {

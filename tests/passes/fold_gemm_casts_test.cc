@@ -448,12 +448,14 @@ void ExpectFoldWithinOneRounding(const std::string& model, std::vector<int64_t> 
 TEST(FoldGemmCastsTrainingTest, MlpBf16StepWithinOneRoundingOfTheUnfoldedStep) {
   // 3 layers: forward output and bias Casts (6), dX output Casts of fc3, fc2 (2), weight- and
   // bias-gradient Casts (6).
-  ExpectFoldWithinOneRounding("models/mlp/model.onnx", {32, 784}, 14);
+  // 13: the last layer (10 outputs) keeps its bias sum unfused in bf16 (fuse-gemm-bgrad declines
+  // a 16-bit BGRAD for fewer than 64 bias elements), so that sum's Cast stays.
+  ExpectFoldWithinOneRounding("models/mlp/model.onnx", {32, 784}, 13);
 }
 
 TEST(FoldGemmCastsTrainingTest, CnnBf16StepWithinOneRoundingOfTheUnfoldedStep) {
   // fc1, fc2 as in the MLP (2 + 2 + 2 + 4); the convolutions keep their Casts.
-  ExpectFoldWithinOneRounding("models/cnn/model.onnx", {8, 1, 28, 28}, 10);
+  ExpectFoldWithinOneRounding("models/cnn/model.onnx", {8, 1, 28, 28}, 9);  // the same for fc2
 }
 
 }  // namespace
