@@ -164,6 +164,14 @@ TEST_F(CudaTrainingTest, CnnChannelsLastStepMatchesCpu) {
   ExpectStepMatchesCpu("models/cnn/model.onnx", {1, 28, 28}, /*sgd=*/false, /*channels_last=*/true);
 }
 
+// The small ResNet (BatchNorm in training mode, residual Adds, global average pool; nhwc-layout
+// declines it, its BatchNormalizations staying channels-first): the same bounds, the conv
+// biases before BatchNorm being the zero-in-exact-arithmetic gradients the bounds name.
+TEST_F(CudaTrainingTest, ResnetStepMatchesCpu) {
+  ExpectStepMatchesCpu("models/resnet/model.onnx", {1, 28, 28}, /*sgd=*/true);
+  ExpectStepMatchesCpu("models/resnet/model.onnx", {1, 28, 28}, /*sgd=*/false);
+}
+
 TEST_F(CudaTrainingTest, TorchCnnBnStepMatchesCpu) {
   ExpectStepMatchesCpu("models/torch_cnn_bn/model.onnx", {1, 28, 28}, /*sgd=*/true);
   ExpectStepMatchesCpu("models/torch_cnn_bn/model.onnx", {1, 28, 28}, /*sgd=*/false);
