@@ -7,86 +7,33 @@
 // says why.
 #include <cmath>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/match.h"
-#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "importer/onnx_importer.h"
-#include "ir/op_registry.h"
-#include "ir/parser.h"
-#include "ir/verifier.h"
 #include "passes/layout.h"
 #include "passes/training.h"
 #include "runtime/cpu/cpu_executor.h"
+#include "tests/passes/pass_test_util.h"
 #include "tests/test_util.h"
 
 namespace ottr {
 namespace {
 
-struct Result {
-  std::unique_ptr<ir::Graph> before, after;
-  bool changed = false;
-  std::string remarks;
-};
+using testing::IrBody;
+using testing::RandomFeeds;
+using testing::RunOnCpu;
 
-std::unique_ptr<ir::Graph> Parse(const std::string& text) {
-  auto g = ir::ParseGraph(text);
-  EXPECT_TRUE(g.ok()) << g.status();
-  if (!g.ok()) return nullptr;
-  absl::Status s = ir::InferGraphShapes(ir::OpRegistry::Global(), **g);
-  EXPECT_TRUE(s.ok()) << s;
-  return std::move(*g);
-}
-
-Result RunLayout(const std::string& text) {
-  Result r;
-  r.before = Parse(text);
-  r.after = Parse(text);
-  if (!r.before || !r.after) return r;
-  std::ostringstream remarks;
-  auto pass = passes::CreateNhwcLayoutPass();
-  pass->set_remarks(&remarks);
-  auto changed = pass->Run(*r.after);
-  EXPECT_TRUE(changed.ok()) << changed.status();
-  r.changed = changed.ok() && *changed;
-  absl::Status v = ir::VerifyGraph(*r.after);
-  EXPECT_TRUE(v.ok()) << v << "\n" << r.after->ToString();
-  r.remarks = remarks.str();
-  return r;
-}
-
-std::string Body(const ir::Graph& g) {
-  std::string out;
-  for (absl::string_view line : absl::StrSplit(g.ToString(), '\n')) {
-    if (absl::StartsWith(line, "  %") || absl::StartsWith(line, "  output")) absl::StrAppend(&out, line, "\n");
-  }
-  return out;
-}
-
-runtime::TensorMap Feeds(const ir::Graph& g, uint64_t seed) {
-  runtime::TensorMap feeds;
-  for (const ir::Value* v : g.inputs()) {
-    feeds[v->name()] = testing::RandomFloat(ir::StaticDims(*v->type().shape), seed++, -1.0f, 1.0f);
-  }
-  return feeds;
-}
-
-std::vector<ir::Tensor> RunCpu(const ir::Graph& g, const runtime::TensorMap& feeds) {
-  auto e = runtime::cpu::CpuExecutor::Create(g);
-  EXPECT_TRUE(e.ok()) << e.status();
-  if (!e.ok()) return {};
-  auto out = (*e)->Run(feeds);
-  EXPECT_TRUE(out.ok()) << out.status();
-  return out.ok() ? std::move(*out) : std::vector<ir::Tensor>{};
+testing::PassRun RunLayout(const std::string& text) {
+  return testing::RunPassOnText(passes::CreateNhwcLayoutPass(), text);
 }
 
 // Same outputs, bit for bit: the channels-last graph runs the same kernels on the same numbers.
-void ExpectSameBits(const Result& r) {
-  const runtime::TensorMap feeds = Feeds(*r.before, 5);
-  const std::vector<ir::Tensor> want = RunCpu(*r.before, feeds);
-  const std::vector<ir::Tensor> got = RunCpu(*r.after, feeds);
+void ExpectSameBits(const testing::PassRun& r) {
+  const runtime::TensorMap feeds = RandomFeeds(*r.before, 5);
+  const std::vector<ir::Tensor> want = RunOnCpu(*r.before, feeds);
+  const std::vector<ir::Tensor> got = RunOnCpu(*r.after, feeds);
   ASSERT_EQ(want.size(), got.size());
   ASSERT_FALSE(want.empty());
   for (size_t o = 0; o < want.size(); ++o) {
@@ -110,10 +57,10 @@ constexpr char kConvReluPool[] = R"(graph "g" {
 })";
 
 TEST(NhwcLayoutTest, ConvReluPoolRunChannelsLastWithTransposesAtTheEdge) {
-  Result r = RunLayout(kConvReluPool);
+  testing::PassRun r = RunLayout(kConvReluPool);
   ASSERT_TRUE(r.after);
   EXPECT_TRUE(r.changed);
-  EXPECT_EQ(Body(*r.after),
+  EXPECT_EQ(IrBody(*r.after),
             "  %x.nhwc : f32[2,10,10,3] = Transpose(%x) {perm = ints[0, 2, 3, 1]} origin \"conv\"\n"
             "  %w.nhwc : f32[4,3,3,3] = Transpose(%w) {perm = ints[0, 2, 3, 1]} origin \"conv\"\n"
             "  %c.nhwc : f32[2,8,8,4] = ottr::Conv(%x.nhwc, %w.nhwc, %b) {kernel_shape = ints[3, 3], layout = "
@@ -135,7 +82,7 @@ TEST(NhwcLayoutTest, ConvReluPoolRunChannelsLastWithTransposesAtTheEdge) {
 
 // A single-channel input moves a dim of size 1: a Reshape, not a Transpose.
 TEST(NhwcLayoutTest, SingleChannelInputIsReshaped) {
-  Result r = RunLayout(R"(graph "g" {
+  testing::PassRun r = RunLayout(R"(graph "g" {
   opset ai.onnx 17
   input %x : f32[2,1,9,9]
   input %w : f32[5,1,3,3]
@@ -145,7 +92,7 @@ TEST(NhwcLayoutTest, SingleChannelInputIsReshaped) {
 })");
   ASSERT_TRUE(r.after);
   EXPECT_TRUE(r.changed);
-  const std::string body = Body(*r.after);
+  const std::string body = IrBody(*r.after);
   EXPECT_TRUE(absl::StrContains(body, "%x.nhwc : f32[2,9,9,1] = Reshape(%x, %x.nhwc.shape)")) << body;
   EXPECT_TRUE(absl::StrContains(body, "%w.nhwc : f32[5,3,3,1] = Reshape(%w, %w.nhwc.shape)")) << body;
   EXPECT_TRUE(absl::StrContains(body, "%r : f32[2,5,7,7] = Transpose(%r.nhwc) {perm = ints[0, 3, 1, 2]}")) << body;
@@ -155,7 +102,7 @@ TEST(NhwcLayoutTest, SingleChannelInputIsReshaped) {
 // Backward ops, an elementwise reader of two region values, and the bias gradient's ReduceSum
 // (axes [0, 2, 3] -> [0, 1, 2]); the weight gradient leaves the region as OIHW.
 TEST(NhwcLayoutTest, GradientsAndBiasReductionFollow) {
-  Result r = RunLayout(R"(graph "g" {
+  testing::PassRun r = RunLayout(R"(graph "g" {
   opset ai.onnx 17
   input %x : f32[2,3,8,8]
   input %w : f32[6,3,3,3]
@@ -172,7 +119,7 @@ TEST(NhwcLayoutTest, GradientsAndBiasReductionFollow) {
 })");
   ASSERT_TRUE(r.after);
   EXPECT_TRUE(r.changed);
-  const std::string body = Body(*r.after);
+  const std::string body = IrBody(*r.after);
   EXPECT_TRUE(absl::StrContains(body, "%dy.nhwc : f32[2,8,8,6] = Transpose(%dy) {perm = ints[0, 2, 3, 1]}")) << body;
   EXPECT_TRUE(absl::StrContains(body, "%d.nhwc : f32[2,8,8,6] = ottr::ReluGrad(%dy.nhwc, %c.nhwc)")) << body;
   EXPECT_TRUE(absl::StrContains(body, "%axes.nhwc : i64[3] = Constant() {value = tensor<i64[3] [0, 1, 2]>}")) << body;
@@ -181,9 +128,9 @@ TEST(NhwcLayoutTest, GradientsAndBiasReductionFollow) {
   EXPECT_TRUE(absl::StrContains(body, "%dw : f32[6,3,3,3] = Transpose(%dw.nhwc) {perm = ints[0, 3, 1, 2]}")) << body;
   EXPECT_FALSE(absl::StrContains(body, "%axes : i64[3]")) << "the old axes are dead\n" << body;
   // dx and dw are exact (same kernels, same numbers); db sums in another order.
-  const runtime::TensorMap feeds = Feeds(*r.before, 9);
-  const std::vector<ir::Tensor> want = RunCpu(*r.before, feeds);
-  const std::vector<ir::Tensor> got = RunCpu(*r.after, feeds);
+  const runtime::TensorMap feeds = RandomFeeds(*r.before, 9);
+  const std::vector<ir::Tensor> want = RunOnCpu(*r.before, feeds);
+  const std::vector<ir::Tensor> got = RunOnCpu(*r.after, feeds);
   ASSERT_EQ(want.size(), 3u);
   ASSERT_EQ(got.size(), 3u);
   EXPECT_TRUE(got[0].BitwiseEquals(want[0]));
@@ -197,7 +144,7 @@ TEST(NhwcLayoutTest, GradientsAndBiasReductionFollow) {
 
 TEST(NhwcLayoutTest, DeclinesWhatChannelsLastCannotRun) {
   // Asymmetric pads (cuDNN pads symmetrically), group 2, and a max pool whose Indices are read.
-  Result r = RunLayout(R"(graph "g" {
+  testing::PassRun r = RunLayout(R"(graph "g" {
   opset ai.onnx 17
   input %x : f32[2,4,8,8]
   input %w : f32[4,4,3,3]
@@ -212,7 +159,7 @@ TEST(NhwcLayoutTest, DeclinesWhatChannelsLastCannotRun) {
 })");
   ASSERT_TRUE(r.after);
   EXPECT_FALSE(r.changed);
-  EXPECT_EQ(Body(*r.after), Body(*r.before));
+  EXPECT_EQ(IrBody(*r.after), IrBody(*r.before));
   EXPECT_TRUE(absl::StrContains(r.remarks, "declined node 'asym' (Conv): asymmetric padding on axis 0 (1 / 0")) << r.remarks;
   EXPECT_TRUE(absl::StrContains(r.remarks, "declined node 'grouped' (Conv): group 2 (only group 1)")) << r.remarks;
   EXPECT_TRUE(absl::StrContains(r.remarks, "declined node 'pool' (MaxPool): its Indices output is read")) << r.remarks;
@@ -221,7 +168,7 @@ TEST(NhwcLayoutTest, DeclinesWhatChannelsLastCannotRun) {
 // A convolution between two channels-first nodes it cannot take along (BatchNormalization) would
 // transpose more activations than it has convolutions: the whole graph is left alone.
 TEST(NhwcLayoutTest, DeclinesWhenTheEdgeCostsMoreThanTheConvolutions) {
-  Result r = RunLayout(R"(graph "g" {
+  testing::PassRun r = RunLayout(R"(graph "g" {
   opset ai.onnx 17
   input %x : f32[2,4,8,8]
   input %w : f32[4,4,3,3]
@@ -262,7 +209,7 @@ TEST(NhwcLayoutTest, CnnTrainingStepMatchesChannelsFirst) {
     feeds[passes::kLabelsInput] = testing::RandomInt64({4}, 4, 0, 9);
     feeds[passes::kLrInput] = ir::Tensor::Scalar<float>(1e-3f);
     std::map<std::string, ir::Tensor> out;
-    std::vector<ir::Tensor> values = RunCpu(**step, feeds);
+    std::vector<ir::Tensor> values = RunOnCpu(**step, feeds);
     for (size_t i = 0; i < values.size(); ++i) out[(*step)->outputs()[i]->name()] = values[i];
     return out;
   };

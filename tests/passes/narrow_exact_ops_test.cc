@@ -7,36 +7,20 @@
 #include <string>
 
 #include "absl/strings/match.h"
-#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "importer/onnx_importer.h"
-#include "ir/op_registry.h"
-#include "ir/parser.h"
 #include "ir/verifier.h"
 #include "passes/fusion_passes.h"
 #include "passes/training.h"
 #include "runtime/cpu/cpu_executor.h"
+#include "tests/passes/pass_test_util.h"
 #include "tests/test_util.h"
 
 namespace ottr {
 namespace {
 
-std::unique_ptr<ir::Graph> Parse(const std::string& text) {
-  auto g = ir::ParseGraph(text);
-  EXPECT_TRUE(g.ok()) << g.status();
-  if (!g.ok()) return nullptr;
-  absl::Status s = ir::InferGraphShapes(ir::OpRegistry::Global(), **g);
-  EXPECT_TRUE(s.ok()) << s;
-  return std::move(*g);
-}
-
-std::string Body(const ir::Graph& g) {
-  std::string out;
-  for (absl::string_view line : absl::StrSplit(g.ToString(), '\n')) {
-    if (absl::StartsWith(line, "  %") || absl::StartsWith(line, "  output")) absl::StrAppend(&out, line, "\n");
-  }
-  return out;
-}
+using testing::IrBody;
+using testing::ParseInferred;
 
 bool RunNarrow(ir::Graph& g, std::string* remarks) {
   auto pass = passes::CreateNarrowExactOpsPass();
@@ -51,7 +35,7 @@ bool RunNarrow(ir::Graph& g, std::string* remarks) {
 }
 
 TEST(NarrowExactOpsTest, ReluAndPoolBetweenCastsRunInBf16) {
-  auto g = Parse(R"(graph "g" {
+  auto g = ParseInferred(R"(graph "g" {
   opset ai.onnx 17
   input %c.bf16 : bf16[2,4,8,8]
   %c : f32[2,4,8,8] = Cast(%c.bf16) {to = 1} origin "conv"
@@ -66,7 +50,7 @@ TEST(NarrowExactOpsTest, ReluAndPoolBetweenCastsRunInBf16) {
   EXPECT_TRUE(RunNarrow(*g, &remarks));
   // The structure that matters: Relu and MaxPool in bf16, %r still f32 for its reader (a graph
   // output), and no f32 MaxPool.
-  const std::string body = Body(*g);
+  const std::string body = IrBody(*g);
   // %p.bf16 is a graph output, so its Cast pair stays (the output keeps its name and node).
   EXPECT_EQ(body,
             "  %r.low : bf16[2,4,8,8] = Relu(%c.bf16) origin \"relu\"\n"
@@ -83,7 +67,7 @@ TEST(NarrowExactOpsTest, ReluAndPoolBetweenCastsRunInBf16) {
 }
 
 TEST(NarrowExactOpsTest, DeclinesOverlappingPoolGradientsAndMixedTypes) {
-  auto g = Parse(R"(graph "g" {
+  auto g = ParseInferred(R"(graph "g" {
   opset ai.onnx 17
   input %dy.bf16 : bf16[2,4,3,3]
   input %x.bf16 : bf16[2,4,8,8]
@@ -97,10 +81,10 @@ TEST(NarrowExactOpsTest, DeclinesOverlappingPoolGradientsAndMixedTypes) {
   output %m
 })");
   ASSERT_TRUE(g);
-  const std::string before = Body(*g);
+  const std::string before = IrBody(*g);
   std::string remarks;
   EXPECT_FALSE(RunNarrow(*g, &remarks));
-  EXPECT_EQ(Body(*g), before);
+  EXPECT_EQ(IrBody(*g), before);
 }
 
 struct StepOut {

@@ -1,0 +1,67 @@
+#include "tests/passes/pass_test_util.h"
+
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gtest/gtest.h"
+#include "ir/op_registry.h"
+#include "ir/parser.h"
+#include "ir/verifier.h"
+#include "runtime/cpu/cpu_executor.h"
+#include "tests/test_util.h"
+
+namespace ottr::testing {
+
+std::unique_ptr<ir::Graph> ParseInferred(const std::string& text) {
+  auto g = ir::ParseGraph(text);
+  EXPECT_TRUE(g.ok()) << g.status();
+  if (!g.ok()) return nullptr;
+  absl::Status s = ir::InferGraphShapes(ir::OpRegistry::Global(), **g);
+  EXPECT_TRUE(s.ok()) << s;
+  return std::move(*g);
+}
+
+std::string IrBody(const ir::Graph& g) {
+  std::string out;
+  for (absl::string_view line : absl::StrSplit(g.ToString(), '\n')) {
+    if (absl::StartsWith(line, "  %") || absl::StartsWith(line, "  output")) absl::StrAppend(&out, line, "\n");
+  }
+  return out;
+}
+
+runtime::TensorMap RandomFeeds(const ir::Graph& g, uint64_t seed) {
+  runtime::TensorMap feeds;
+  for (const ir::Value* v : g.inputs()) {
+    feeds[v->name()] = RandomFloat(ir::StaticDims(*v->type().shape), seed++, -1.0f, 1.0f);
+  }
+  return feeds;
+}
+
+std::vector<ir::Tensor> RunOnCpu(const ir::Graph& g, const runtime::TensorMap& feeds) {
+  auto e = runtime::cpu::CpuExecutor::Create(g);
+  EXPECT_TRUE(e.ok()) << e.status();
+  if (!e.ok()) return {};
+  auto out = (*e)->Run(feeds);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? std::move(*out) : std::vector<ir::Tensor>{};
+}
+
+PassRun RunPassOnText(std::unique_ptr<passes::Pass> pass, const std::string& text) {
+  PassRun r;
+  r.before = ParseInferred(text);
+  r.after = ParseInferred(text);
+  if (!r.before || !r.after) return r;
+  std::ostringstream remarks;
+  pass->set_remarks(&remarks);
+  auto changed = pass->Run(*r.after);
+  EXPECT_TRUE(changed.ok()) << changed.status();
+  r.changed = changed.ok() && *changed;
+  absl::Status v = ir::VerifyGraph(*r.after);
+  EXPECT_TRUE(v.ok()) << v << "\n" << r.after->ToString();
+  r.remarks = remarks.str();
+  return r;
+}
+
+}  // namespace ottr::testing

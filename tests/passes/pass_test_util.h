@@ -1,0 +1,40 @@
+// Helpers shared by the pass tests written the STYLE.md way (IR text in, the pass, the printed IR
+// and remarks compared with the expected, the graph run before and after on the CPU reference).
+#ifndef OTTR_TESTS_PASSES_PASS_TEST_UTIL_H_
+#define OTTR_TESTS_PASSES_PASS_TEST_UTIL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "passes/pass.h"
+#include "runtime/executor.h"
+
+namespace ottr::testing {
+
+// Parses IR text and infers its shapes (a gtest failure, and null, when either fails).
+std::unique_ptr<ir::Graph> ParseInferred(const std::string& text);
+
+// The node and output lines of the printed graph (inputs and initializers left out).
+std::string IrBody(const ir::Graph& g);
+
+// Uniform random floats in [-1, 1) for every graph input (static shapes), seeds seed, seed + 1, ...
+runtime::TensorMap RandomFeeds(const ir::Graph& g, uint64_t seed);
+
+// The graph's outputs on the CPU reference (empty, with a gtest failure, when it does not run).
+std::vector<ir::Tensor> RunOnCpu(const ir::Graph& g, const runtime::TensorMap& feeds);
+
+// `pass` run on the parsed `text`: the graph before and after (verified), whether the pass said
+// it changed anything, and its remarks.
+struct PassRun {
+  std::unique_ptr<ir::Graph> before, after;
+  bool changed = false;
+  std::string remarks;
+};
+PassRun RunPassOnText(std::unique_ptr<passes::Pass> pass, const std::string& text);
+
+}  // namespace ottr::testing
+
+#endif  // OTTR_TESTS_PASSES_PASS_TEST_UTIL_H_
