@@ -173,6 +173,8 @@ class NhwcLayoutPass : public Pass {
   absl::string_view name() const override { return kName; }
 
   absl::StatusOr<bool> Run(ir::Graph& g) override {
+    to_last_.clear();  // values of an earlier graph this pass object ran on
+    to_first_.clear();
     OTTR_ASSIGN_OR_RETURN(std::vector<Node*> order, g.TopoOrder());
     // 1. The layout ops that qualify.
     absl::flat_hash_set<Node*> region;

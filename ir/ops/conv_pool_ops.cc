@@ -146,22 +146,38 @@ absl::Status InferGlobalPoolShape(InferenceContext& ctx) {
   return absl::OkStatus();
 }
 
+// Conv's inputs, outputs and attributes (ONNX's and its channels-last ottr form's).
+OpSchemaBuilder& ConvSpecs(OpSchemaBuilder& s) {
+  return s.Inputs(2, 3)
+      .Outputs(1, 1)
+      .Attr("auto_pad", Kind::kString)
+      .Attr("dilations", Kind::kInts)
+      .Attr("group", Kind::kInt)
+      .Attr("kernel_shape", Kind::kInts)
+      .Attr("pads", Kind::kInts)
+      .Attr("strides", Kind::kInts);
+}
+
+// MaxPool's attributes (ONNX's and its channels-last ottr form's).
+OpSchemaBuilder& MaxPoolAttrs(OpSchemaBuilder& s) {
+  return s.Attr("auto_pad", Kind::kString)
+      .Attr("ceil_mode", Kind::kInt)
+      .Attr("dilations", Kind::kInts)
+      .Attr("kernel_shape", Kind::kInts, /*required=*/true)
+      .Attr("pads", Kind::kInts)
+      .Attr("storage_order", Kind::kInt)
+      .Attr("strides", Kind::kInts);
+}
+
 }  // namespace
 
 void RegisterConvPoolOps(OpRegistry& r) {
-  r.Register(
-      OpSchemaBuilder("", "Conv")
-          .Opsets(7)
-          .Inputs(2, 3)
-          .Outputs(1, 1)
-          .Attr("auto_pad", Kind::kString)
-          .Attr("dilations", Kind::kInts)
-          .Attr("group", Kind::kInt)
-          .Attr("kernel_shape", Kind::kInts)
-          .Attr("pads", Kind::kInts)
-          .Attr("strides", Kind::kInts)
-          .Shape([](InferenceContext& ctx) { return InferWindowShape(ctx, WindowOp::kConv); })
-          .Build());
+  {
+    OpSchemaBuilder s("", "Conv");
+    s.Opsets(7);
+    r.Register(
+        ConvSpecs(s).Shape([](InferenceContext& ctx) { return InferWindowShape(ctx, WindowOp::kConv); }).Build());
+  }
   r.Register(OpSchemaBuilder("", "ConvTranspose")
                  .Opsets(7)
                  .Inputs(2, 3)
@@ -179,20 +195,12 @@ void RegisterConvPoolOps(OpRegistry& r) {
                  })
                  .Build());
   // Indices (output 1) exists from opset 8; ceil_mode and dilations from 10.
-  r.Register(
-      OpSchemaBuilder("", "MaxPool")
-          .Opsets(7)
-          .Inputs(1, 1)
-          .Outputs(1, 2)
-          .Attr("auto_pad", Kind::kString)
-          .Attr("ceil_mode", Kind::kInt)
-          .Attr("dilations", Kind::kInts)
-          .Attr("kernel_shape", Kind::kInts, /*required=*/true)
-          .Attr("pads", Kind::kInts)
-          .Attr("storage_order", Kind::kInt)
-          .Attr("strides", Kind::kInts)
-          .Shape([](InferenceContext& ctx) { return InferWindowShape(ctx, WindowOp::kPool); })
-          .Build());
+  {
+    OpSchemaBuilder s("", "MaxPool");
+    s.Opsets(7).Inputs(1, 1).Outputs(1, 2);
+    r.Register(
+        MaxPoolAttrs(s).Shape([](InferenceContext& ctx) { return InferWindowShape(ctx, WindowOp::kPool); }).Build());
+  }
   // ceil_mode from opset 10, dilations from 19.
   r.Register(
       OpSchemaBuilder("", "AveragePool")
@@ -226,34 +234,20 @@ void RegisterConvPoolOps(OpRegistry& r) {
   // The channels-last forms the nhwc-layout pass makes (ir/ops/channels_last.h): ONNX's Conv and
   // single-output MaxPool with a `layout` attribute. They run after autodiff, so have no gradient.
   // ottr::Conv also takes activation = "relu" (fuse-conv-activation): y = relu(conv + bias).
-  r.Register(OpSchemaBuilder(std::string(kOttrDomain), "Conv")
-                 .Inputs(2, 3)
-                 .Outputs(1, 1)
-                 .Attr("activation", Kind::kString)
-                 .Attr("auto_pad", Kind::kString)
-                 .Attr("dilations", Kind::kInts)
-                 .Attr("group", Kind::kInt)
-                 .Attr("kernel_shape", Kind::kInts)
-                 .Attr(kLayoutAttr, Kind::kString)
-                 .Attr("pads", Kind::kInts)
-                 .Attr("strides", Kind::kInts)
-                 .Shape(WithLayout([](InferenceContext& ctx) { return InferWindowShape(ctx, WindowOp::kConv); }))
-                 .NotDifferentiable()
-                 .Build());
-  r.Register(OpSchemaBuilder(std::string(kOttrDomain), "MaxPool")
-                 .Inputs(1, 1)
-                 .Outputs(1, 1)
-                 .Attr("auto_pad", Kind::kString)
-                 .Attr("ceil_mode", Kind::kInt)
-                 .Attr("dilations", Kind::kInts)
-                 .Attr("kernel_shape", Kind::kInts, /*required=*/true)
-                 .Attr(kLayoutAttr, Kind::kString)
-                 .Attr("pads", Kind::kInts)
-                 .Attr("storage_order", Kind::kInt)
-                 .Attr("strides", Kind::kInts)
-                 .Shape(WithLayout([](InferenceContext& ctx) { return InferWindowShape(ctx, WindowOp::kPool); }))
-                 .NotDifferentiable()
-                 .Build());
+  {
+    OpSchemaBuilder s(std::string(kOttrDomain), "Conv");
+    ConvSpecs(s).Attr("activation", Kind::kString).Attr(kLayoutAttr, Kind::kString);
+    r.Register(s.Shape(WithLayout([](InferenceContext& ctx) { return InferWindowShape(ctx, WindowOp::kConv); }))
+                   .NotDifferentiable()
+                   .Build());
+  }
+  {
+    OpSchemaBuilder s(std::string(kOttrDomain), "MaxPool");
+    MaxPoolAttrs(s.Inputs(1, 1).Outputs(1, 1)).Attr(kLayoutAttr, Kind::kString);
+    r.Register(s.Shape(WithLayout([](InferenceContext& ctx) { return InferWindowShape(ctx, WindowOp::kPool); }))
+                   .NotDifferentiable()
+                   .Build());
+  }
   for (const char* op : {"GlobalAveragePool", "GlobalMaxPool"}) {
     r.Register(OpSchemaBuilder("", op)
                    .Opsets(7)

@@ -21,6 +21,7 @@
 #include "passes/fusion_passes.h"
 #include "passes/training.h"
 #include "runtime/cpu/cpu_executor.h"
+#include "tests/passes/pass_test_util.h"
 #include "tests/test_util.h"
 
 namespace ottr {
@@ -28,14 +29,10 @@ namespace {
 
 const double kU = std::ldexp(1.0, -8);  // bf16 unit roundoff
 
-std::unique_ptr<ir::Graph> Parse(const std::string& text) {
-  auto g = ir::ParseGraph(text);
-  EXPECT_TRUE(g.ok()) << g.status();
-  if (!g.ok()) return nullptr;
-  absl::Status s = ir::InferGraphShapes(ir::OpRegistry::Global(), **g);
-  EXPECT_TRUE(s.ok()) << s;
-  return std::move(*g);
-}
+using testing::IrBody;
+using testing::ParseInferred;
+using testing::RandomFeeds;
+using testing::RunOnCpu;
 
 struct Result {
   std::unique_ptr<ir::Graph> before, after;
@@ -46,8 +43,8 @@ struct Result {
 // Runs `passes` in order on the parsed `text`.
 Result RunPasses(std::vector<std::unique_ptr<passes::Pass>> passes, const std::string& text) {
   Result r;
-  r.before = Parse(text);
-  r.after = Parse(text);
+  r.before = ParseInferred(text);
+  r.after = ParseInferred(text);
   if (!r.before || !r.after) return r;
   std::ostringstream remarks;
   for (auto& pass : passes) {
@@ -68,32 +65,6 @@ Result RunFold(const std::string& text) {
   return RunPasses(std::move(p), text);
 }
 
-std::string Body(const ir::Graph& g) {
-  std::string out;
-  for (absl::string_view line : absl::StrSplit(g.ToString(), '\n')) {
-    if (absl::StartsWith(line, "  %") || absl::StartsWith(line, "  output")) absl::StrAppend(&out, line, "\n");
-  }
-  return out;
-}
-
-// Random f32 feeds in [-1, 1) for every graph input.
-runtime::TensorMap Feeds(const ir::Graph& g, uint64_t seed) {
-  runtime::TensorMap feeds;
-  for (const ir::Value* v : g.inputs()) {
-    feeds[v->name()] = testing::RandomFloat(ir::StaticDims(*v->type().shape), seed++, -1.0f, 1.0f);
-  }
-  return feeds;
-}
-
-std::vector<ir::Tensor> RunCpu(const ir::Graph& g, const runtime::TensorMap& feeds) {
-  auto e = runtime::cpu::CpuExecutor::Create(g);
-  EXPECT_TRUE(e.ok()) << e.status();
-  if (!e.ok()) return {};
-  auto out = (*e)->Run(feeds);
-  EXPECT_TRUE(out.ok()) << out.status();
-  return out.ok() ? std::move(*out) : std::vector<ir::Tensor>{};
-}
-
 // Every output element of `after` within u·(|before| + bias_max) of `before` (the fold's bound:
 // one bf16 rounding of the output and of the bias, whose magnitude is below bias_max; |fl(x) − x|
 // ≤ u·|fl(x)| for round to nearest), and some element different (the unfolded graph did round
@@ -101,9 +72,9 @@ std::vector<ir::Tensor> RunCpu(const ir::Graph& g, const runtime::TensorMap& fee
 // where the output itself is bf16: a bias rounding can move it across a rounding boundary, one
 // bf16 ulp (≤ 2u·|y|).
 void ExpectWithinOneRounding(const Result& r, double bias_max, double output_ulps = 1) {
-  const runtime::TensorMap feeds = Feeds(*r.before, 21);
-  const std::vector<ir::Tensor> want = RunCpu(*r.before, feeds);
-  const std::vector<ir::Tensor> got = RunCpu(*r.after, feeds);
+  const runtime::TensorMap feeds = RandomFeeds(*r.before, 21);
+  const std::vector<ir::Tensor> want = RunOnCpu(*r.before, feeds);
+  const std::vector<ir::Tensor> got = RunOnCpu(*r.after, feeds);
   ASSERT_EQ(want.size(), got.size());
   bool differs = false;
   for (size_t o = 0; o < want.size(); ++o) {
@@ -139,7 +110,7 @@ TEST(FoldGemmCastsTest, GemmWithBiasWritesFloat32AndAddsTheFloat32Bias) {
   Result r = RunFold(kGemmBias);
   ASSERT_TRUE(r.after);
   EXPECT_TRUE(r.changed);
-  EXPECT_EQ(Body(*r.after),
+  EXPECT_EQ(IrBody(*r.after),
             "  %x.bf16 : bf16[8,32] = Cast(%x) {to = 16} origin \"fc\"\n"
             "  %w.bf16 : bf16[16,32] = Cast(%w) {to = 16} origin \"fc\"\n"
             "  %h : f32[8,16] = ottr::FusedGemm(%x.bf16, %w.bf16, %b) {epilogue = \"bias\", output_type = 1, "
@@ -169,7 +140,7 @@ TEST(FoldGemmCastsTest, MatMulAndPlainGemmBecomeEpilogueNone) {
 })");
   ASSERT_TRUE(r.after);
   EXPECT_TRUE(r.changed);
-  EXPECT_EQ(Body(*r.after),
+  EXPECT_EQ(IrBody(*r.after),
             "  %x.bf16 : bf16[8,32] = Cast(%x) {to = 16} origin \"mm\"\n"
             "  %w.bf16 : bf16[32,16] = Cast(%w) {to = 16} origin \"mm\"\n"
             "  %dy.bf16 : bf16[8,16] = Cast(%dy) {to = 16} origin \"mm/grad\"\n"
@@ -197,7 +168,7 @@ TEST(FoldGemmCastsTest, FusedGemmBiasGradientFoldsItsCastToo) {
 })");
   ASSERT_TRUE(r.after);
   EXPECT_TRUE(r.changed);
-  EXPECT_EQ(Body(*r.after),
+  EXPECT_EQ(IrBody(*r.after),
             "  %dy.bf16 : bf16[8,16] = Cast(%dy) {to = 16} origin \"fc/grad\"\n"
             "  %x.bf16 : bf16[8,32] = Cast(%x) {to = 16} origin \"fc\"\n"
             "  %dw : f32[16,32], %db : f32[16] = ottr::FusedGemm(%dy.bf16, %x.bf16) {epilogue = \"bgrada\", "
@@ -217,7 +188,7 @@ TEST(FoldGemmCastsTest, ThenFuseGemmEpilogueFusesTheRelu) {
   p.push_back(passes::CreateFuseGemmEpiloguePass());
   Result r = RunPasses(std::move(p), text);
   ASSERT_TRUE(r.after);
-  EXPECT_EQ(Body(*r.after),
+  EXPECT_EQ(IrBody(*r.after),
             "  %x.bf16 : bf16[8,32] = Cast(%x) {to = 16} origin \"fc\"\n"
             "  %w.bf16 : bf16[16,32] = Cast(%w) {to = 16} origin \"fc\"\n"
             "  %a : f32[8,16] = ottr::FusedGemm(%x.bf16, %w.bf16, %b) {epilogue = \"relu_bias\", output_type = 1, "

@@ -20,73 +20,27 @@
 #include "passes/training.h"
 #include "runtime/cpu/cpu_executor.h"
 #include "runtime/tensor_compare.h"
+#include "tests/passes/pass_test_util.h"
 #include "tests/test_util.h"
 
 namespace ottr {
 namespace {
 
-std::unique_ptr<ir::Graph> Parse(const std::string& text) {
-  auto g = ir::ParseGraph(text);
-  EXPECT_TRUE(g.ok()) << g.status();
-  if (!g.ok()) return nullptr;
-  absl::Status s = ir::InferGraphShapes(ir::OpRegistry::Global(), **g);
-  EXPECT_TRUE(s.ok()) << s;
-  return std::move(*g);
-}
-
-// Random feeds (never zero) for every graph input; float initializers get random values too, so a
-// bias is not all zeros.
-runtime::TensorMap Feeds(ir::Graph& g, uint64_t seed) {
-  runtime::TensorMap feeds;
-  for (const ir::Value* v : g.inputs()) {
-    const std::vector<int64_t> dims = ir::StaticDims(*v->type().shape);
-    ir::Tensor t = testing::RandomFloat(dims, seed++, -1.0f, 1.0f);
-    if (v->type().dtype == ir::DType::kFloat64) {
-      ir::Tensor c(v->type().dtype, dims);
-      for (int64_t i = 0; i < t.num_elements(); ++i) c.data<double>()[i] = t.GetAsDouble(i);
-      t = std::move(c);
-    }
-    feeds[v->name()] = std::move(t);
-  }
-  return feeds;
-}
-
-std::vector<ir::Tensor> RunCpu(const ir::Graph& g, const runtime::TensorMap& feeds) {
-  auto e = runtime::cpu::CpuExecutor::Create(g);
-  EXPECT_TRUE(e.ok()) << e.status();
-  if (!e.ok()) return {};
-  auto out = (*e)->Run(feeds);
-  EXPECT_TRUE(out.ok()) << out.status();
-  return out.ok() ? std::move(*out) : std::vector<ir::Tensor>{};
-}
-
-struct Result {
-  std::unique_ptr<ir::Graph> before, after;
-  bool changed = false;
-  std::string remarks;
-};
+using testing::IrBody;
+using testing::ParseInferred;
+using testing::RandomFeeds;
+using testing::RunOnCpu;
+using Result = testing::PassRun;
 
 Result RunPass(std::unique_ptr<passes::Pass> pass, const std::string& text) {
-  Result r;
-  r.before = Parse(text);
-  r.after = Parse(text);
-  if (!r.before || !r.after) return r;
-  std::ostringstream remarks;
-  pass->set_remarks(&remarks);
-  auto changed = pass->Run(*r.after);
-  EXPECT_TRUE(changed.ok()) << changed.status();
-  r.changed = changed.ok() && *changed;
-  r.remarks = remarks.str();
-  absl::Status v = ir::VerifyGraph(*r.after);
-  EXPECT_TRUE(v.ok()) << v << "\n" << r.after->ToString();
-  return r;
+  return testing::RunPassOnText(std::move(pass), text);
 }
 
 // Both graphs compute the same outputs: bitwise when rtol = 0.
 void ExpectSameNumbers(const Result& r, double rtol = 0.0) {
-  runtime::TensorMap feeds = Feeds(*r.before, 11);
-  std::vector<ir::Tensor> want = RunCpu(*r.before, feeds);
-  std::vector<ir::Tensor> got = RunCpu(*r.after, feeds);
+  runtime::TensorMap feeds = RandomFeeds(*r.before, 11);
+  std::vector<ir::Tensor> want = RunOnCpu(*r.before, feeds);
+  std::vector<ir::Tensor> got = RunOnCpu(*r.after, feeds);
   ASSERT_EQ(want.size(), got.size());
   for (size_t i = 0; i < want.size(); ++i) {
     if (rtol == 0.0) {
@@ -97,15 +51,6 @@ void ExpectSameNumbers(const Result& r, double rtol = 0.0) {
       EXPECT_TRUE(s.ok()) << "output " << i << ": " << s;
     }
   }
-}
-
-// The body of a graph's printed form without the header lines, for compact expectations.
-std::string Body(const ir::Graph& g) {
-  std::string out;
-  for (absl::string_view line : absl::StrSplit(g.ToString(), '\n')) {
-    if (absl::StartsWith(line, "  %") || absl::StartsWith(line, "  output")) absl::StrAppend(&out, line, "\n");
-  }
-  return out;
 }
 
 // --- fuse-gemm-epilogue -----------------------------------------------------------------------------
@@ -124,7 +69,7 @@ TEST(FuseGemmEpilogueTest, FusesGemmBiasRelu) {
   Result r = RunPass(passes::CreateFuseGemmEpiloguePass(), kGemmRelu);
   ASSERT_TRUE(r.after);
   EXPECT_TRUE(r.changed);
-  EXPECT_EQ(Body(*r.after),
+  EXPECT_EQ(IrBody(*r.after),
             "  %a : f32[8,16] = ottr::FusedGemm(%x, %w, %b) {epilogue = \"relu_bias\", transB = 1} origin \"fc\"\n"
             "  output %a\n");
   EXPECT_TRUE(absl::StrContains(r.remarks, "fused node 'fc' (Gemm) + node 'relu' (Relu) -> ottr::FusedGemm relu_bias"))
@@ -145,7 +90,7 @@ TEST(FuseGemmEpilogueTest, FusesMatMulAddWithBiasOnEitherSide) {
 })");
     Result r = RunPass(passes::CreateFuseGemmEpiloguePass(), text);
     ASSERT_TRUE(r.after);
-    EXPECT_EQ(Body(*r.after),
+    EXPECT_EQ(IrBody(*r.after),
               "  %y : f32[8,16] = ottr::FusedGemm(%x, %w, %b) {epilogue = \"bias\"} origin \"mm\"\n"
               "  output %y\n");
     // MatMul then Add rounds twice in another order than bias-then-accumulate: not bitwise.
@@ -183,7 +128,7 @@ std::string GeluText(int n, const std::string& approx) {
 TEST(FuseGemmEpilogueTest, GeluWithBackwardUsesTheAuxVariant) {
   Result r = RunPass(passes::CreateFuseGemmEpiloguePass(), GeluText(16, "tanh"));
   ASSERT_TRUE(r.after);
-  EXPECT_EQ(Body(*r.after),
+  EXPECT_EQ(IrBody(*r.after),
             "  %y : f32[8,16], %h : f32[8,16] = ottr::FusedGemm(%x, %w, %b) {epilogue = \"gelu_aux_bias\"} origin "
             "\"mm\"\n"
             "  %dh : f32[8,16] = ottr::GeluGrad(%dy, %h) {approximate = \"tanh\"} origin \"gelu/grad\"\n"
@@ -195,9 +140,9 @@ TEST(FuseGemmEpilogueTest, MisalignedGeluAuxFusesTheBiasOnly) {
   // N = 12: the pre-activation aux would have a leading dimension that is not a multiple of 8.
   Result r = RunPass(passes::CreateFuseGemmEpiloguePass(), GeluText(12, "tanh"));
   ASSERT_TRUE(r.after);
-  EXPECT_TRUE(absl::StrContains(Body(*r.after), "%h : f32[8,12] = ottr::FusedGemm(%x, %w, %b) {epilogue = \"bias\"}"))
-      << Body(*r.after);
-  EXPECT_TRUE(absl::StrContains(Body(*r.after), "= Gelu(%h)")) << Body(*r.after);
+  EXPECT_TRUE(absl::StrContains(IrBody(*r.after), "%h : f32[8,12] = ottr::FusedGemm(%x, %w, %b) {epilogue = \"bias\"}"))
+      << IrBody(*r.after);
+  EXPECT_TRUE(absl::StrContains(IrBody(*r.after), "= Gelu(%h)")) << IrBody(*r.after);
   EXPECT_TRUE(absl::StrContains(r.remarks, "misaligned")) << r.remarks;
   ExpectSameNumbers(r, 1e-6);
 }
@@ -205,7 +150,7 @@ TEST(FuseGemmEpilogueTest, MisalignedGeluAuxFusesTheBiasOnly) {
 TEST(FuseGemmEpilogueTest, ErfGeluIsNotFused) {
   Result r = RunPass(passes::CreateFuseGemmEpiloguePass(), GeluText(16, "none"));
   ASSERT_TRUE(r.after);
-  EXPECT_TRUE(absl::StrContains(Body(*r.after), "= Gelu(%h)")) << Body(*r.after);
+  EXPECT_TRUE(absl::StrContains(IrBody(*r.after), "= Gelu(%h)")) << IrBody(*r.after);
   EXPECT_TRUE(absl::StrContains(r.remarks, "tanh approximation")) << r.remarks;
 }
 
@@ -312,7 +257,7 @@ TEST(FuseGemmEpilogueTest, ReluWhosePreActivationIsReadElsewhereFusesTheBiasOnly
   output %h
 })");
   ASSERT_TRUE(r.after);
-  EXPECT_TRUE(absl::StrContains(Body(*r.after), "= Relu(%h)")) << Body(*r.after);
+  EXPECT_TRUE(absl::StrContains(IrBody(*r.after), "= Relu(%h)")) << IrBody(*r.after);
   EXPECT_TRUE(absl::StrContains(r.remarks, "graph output")) << r.remarks;
   ExpectSameNumbers(r);
 }
@@ -344,7 +289,7 @@ TEST(FuseGemmDActBgradTest, FusesReluGradAndBiasGradientIntoTheDxGemm) {
   Result r = RunPass(passes::CreateFuseGemmDActBgradPass(), kBackward);
   ASSERT_TRUE(r.after);
   EXPECT_TRUE(r.changed);
-  EXPECT_EQ(Body(*r.after),
+  EXPECT_EQ(IrBody(*r.after),
             "  %a : f32[8,16], %a.relu_mask : u8[8,16] = ottr::FusedGemm(%x, %w1, %b1) {epilogue = \"relu_aux_bias\", "
             "transB = 1} origin \"fc1\"\n"
             "  %dh : f32[8,16], %b1.grad : f32[16] = ottr::FusedGemm(%dy, %w2, _, %a.relu_mask) {epilogue = "
@@ -361,9 +306,9 @@ TEST(FuseGemmDActBgradTest, WithoutABiasGradientUsesDRelu) {
          "  output %a\n  output %w1.grad\n}";
   Result r = RunPass(passes::CreateFuseGemmDActBgradPass(), text);
   ASSERT_TRUE(r.after);
-  EXPECT_TRUE(absl::StrContains(Body(*r.after), "%dh : f32[8,16] = ottr::FusedGemm(%dy, %w2, _, %a.relu_mask) "
+  EXPECT_TRUE(absl::StrContains(IrBody(*r.after), "%dh : f32[8,16] = ottr::FusedGemm(%dy, %w2, _, %a.relu_mask) "
                                                 "{epilogue = \"drelu\"}"))
-      << Body(*r.after);
+      << IrBody(*r.after);
   ExpectSameNumbers(r);
 }
 
@@ -409,7 +354,7 @@ TEST(FuseGemmDActBgradTest, FusesGeluGradIntoDGeluBgrad) {
   const std::string fused_forward = fwd.after->ToString();
   Result r = RunPass(passes::CreateFuseGemmDActBgradPass(), fused_forward);
   ASSERT_TRUE(r.after);
-  EXPECT_EQ(Body(*r.after),
+  EXPECT_EQ(IrBody(*r.after),
             "  %a : f32[8,16], %h : f32[8,16] = ottr::FusedGemm(%x, %w1, %b1) {epilogue = \"gelu_aux_bias\", transB = "
             "1} origin \"fc1\"\n"
             "  %dh : f32[8,16], %b1.grad : f32[16] = ottr::FusedGemm(%dy, %w2, _, %h) {epilogue = \"dgelu_bgrad\"} "
@@ -439,7 +384,7 @@ TEST(FuseGemmBgradTest, FusesTheBiasGradientIntoTheWeightGradient) {
   Result r = RunPass(passes::CreateFuseGemmBgradPass(), kBgrad);
   ASSERT_TRUE(r.after);
   EXPECT_TRUE(r.changed);
-  EXPECT_EQ(Body(*r.after),
+  EXPECT_EQ(IrBody(*r.after),
             "  %w.grad : f32[10,32], %b.grad : f32[10] = ottr::FusedGemm(%dy, %x) {epilogue = \"bgrada\", transA = 1} "
             "origin \"fc/grad\"\n"
             "  output %w.grad, %b.grad\n");
@@ -460,8 +405,8 @@ TEST(FuseGemmBgradTest, TransposedWeightGradientUsesBgradb) {
   output %b.grad
 })");
   ASSERT_TRUE(r.after);
-  EXPECT_TRUE(absl::StrContains(Body(*r.after), "ottr::FusedGemm(%x, %dy) {epilogue = \"bgradb\", transA = 1}"))
-      << Body(*r.after);
+  EXPECT_TRUE(absl::StrContains(IrBody(*r.after), "ottr::FusedGemm(%x, %dy) {epilogue = \"bgradb\", transA = 1}"))
+      << IrBody(*r.after);
   ExpectSameNumbers(r);
 }
 

@@ -34,7 +34,14 @@ std::string IrBody(const ir::Graph& g) {
 runtime::TensorMap RandomFeeds(const ir::Graph& g, uint64_t seed) {
   runtime::TensorMap feeds;
   for (const ir::Value* v : g.inputs()) {
-    feeds[v->name()] = RandomFloat(ir::StaticDims(*v->type().shape), seed++, -1.0f, 1.0f);
+    const std::vector<int64_t> dims = ir::StaticDims(*v->type().shape);
+    ir::Tensor t = RandomFloat(dims, seed++, -1.0f, 1.0f);
+    if (v->type().dtype == ir::DType::kFloat64) {
+      ir::Tensor c(v->type().dtype, dims);
+      for (int64_t i = 0; i < t.num_elements(); ++i) c.data<double>()[i] = t.GetAsDouble(i);
+      t = std::move(c);
+    }
+    feeds[v->name()] = std::move(t);
   }
   return feeds;
 }

@@ -20,7 +20,8 @@ std::unique_ptr<ir::Graph> ParseInferred(const std::string& text);
 // The node and output lines of the printed graph (inputs and initializers left out).
 std::string IrBody(const ir::Graph& g);
 
-// Uniform random floats in [-1, 1) for every graph input (static shapes), seeds seed, seed + 1, ...
+// Uniform random floats in [-1, 1) for every graph input (static shapes; float64 inputs get the
+// same values widened), seeds seed, seed + 1, ...
 runtime::TensorMap RandomFeeds(const ir::Graph& g, uint64_t seed);
 
 // The graph's outputs on the CPU reference (empty, with a gtest failure, when it does not run).
