@@ -38,6 +38,9 @@ std::unique_ptr<Pass> CreateFuseConvActivationPass();
 // 16-bit producers run in the 16-bit type instead of a float32 round trip (bf16/fp16 steps).
 std::unique_ptr<Pass> CreateNarrowExactOpsPass();
 std::unique_ptr<Pass> CreateFuseMaxPoolReluGradPass();
+// passes/kmajor_gemm.cc: a large float32 GEMM whose operands both have k as their slow axis (the
+// weight gradients Xᵀ·dY) gets one operand transposed first, so TF32 Tensor Cores read it K-major.
+std::unique_ptr<Pass> CreateKMajorGemmOperandsPass();
 
 }  // namespace ottr::passes
 

@@ -211,7 +211,9 @@ absl::Status VerifyPlan(const ir::Graph& graph, const MemoryPlan& plan) {
       if (producer->input(i) == alias.source) in = i;
     }
     bool ok = false;
-    if (alias.kind == Alias::Kind::kView) {
+    if (alias.kind == Alias::Kind::kUpdate) {
+      for (const ir::StateUpdate& u : graph.updates()) ok |= u.value == v && u.target == alias.source;
+    } else if (alias.kind == Alias::Kind::kView) {
       ok = IsViewOp(*producer) && out == 0 && in == 0;
     } else if (plan.custom_in_place_rules) {
       ok = out >= 0 && in >= 0;

@@ -304,6 +304,22 @@ Assignment AssignBuffers(const Problem& p, const std::vector<int>& order,
         placed = true;
         break;
       }
+      // An update value the node does not compute from its target: straight into the target's
+      // buffer when no node reads the target from here on.
+      if (!placed && target != nullptr && options.in_place_updates && a.buffer_of.contains(target)) {
+        const int b = a.buffer_of.at(target);
+        if (a.buffers[b].persistent && a.buffers[b].values[0] == target && !taken.contains(b) &&
+            p.bytes.at(target) == p.bytes.at(out) && content_last[b] < k && reads_here[b] == 0) {
+          a.buffers[b].values.push_back(out);
+          a.buffer_of[out] = b;
+          a.alias_of[out] = {Alias::Kind::kUpdate, target};
+          content_last[b] = last_read.at(out);
+          taken.insert(b);
+          placed = true;
+        } else if (content_last[b] >= k) {
+          why_not = absl::StrCat("'", target->name(), "' is read at position ", content_last[b], ", after ", Where(node, k));
+        }
+      }
       if (target != nullptr) update_reason[out] = why_not;
       if (placed) continue;
       const bool persistent = is_constant && options.constants_persistent;
@@ -496,7 +512,9 @@ std::string FormatPlan(const MemoryPlan& plan) {
       if (it == plan.alias_of.end()) {
         names.push_back(v->name());
       } else {
-        names.push_back(absl::StrCat(v->name(), it->second.kind == Alias::Kind::kView ? " (view)" : " (in place)"));
+        names.push_back(absl::StrCat(v->name(), it->second.kind == Alias::Kind::kView     ? " (view)"
+                                                : it->second.kind == Alias::Kind::kUpdate ? " (into its state)"
+                                                                                          : " (in place)"));
       }
     }
     absl::StrAppendFormat(&s, "%6d %12d %5d %5d %12d  %s%s\n", b, buf.bytes, buf.first, buf.last,

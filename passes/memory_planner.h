@@ -92,9 +92,13 @@ struct Buffer {
 
 // How a value that does not own its buffer came to share it.
 struct Alias {
-  enum class Kind { kView, kInPlace };
+  // kView: a view of input 0; kInPlace: written over a dying input (an in-place rule); kUpdate: a
+  // state update's value written straight into its target's buffer, the target read by no node at
+  // or after the producer (e.g. the optimizer's 16-bit parameter copies, which only the next
+  // step's forward reads).
+  enum class Kind { kView, kInPlace, kUpdate };
   Kind kind;
-  const ir::Value* source;  // the producer's input whose buffer the value took
+  const ir::Value* source;  // the producer's input whose buffer the value took (kUpdate: the target)
 };
 
 // A state update whose value is not in its target's buffer: after the step (or at commit), the

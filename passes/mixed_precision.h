@@ -36,10 +36,16 @@
 #ifndef OTTR_PASSES_MIXED_PRECISION_H_
 #define OTTR_PASSES_MIXED_PRECISION_H_
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "ir/dtype.h"
+#include "ir/graph.h"
+#include "ir/tensor.h"
 #include "passes/pass.h"
 
 namespace ottr::passes {
@@ -47,6 +53,23 @@ namespace ottr::passes {
 // `low` is DType::kBFloat16 or DType::kFloat16. A malformed `keep_fp32` regex is InvalidArgument
 // when the pass runs.
 std::unique_ptr<Pass> CreateMixedPrecisionPass(ir::DType low, std::string keep_fp32 = "");
+
+// "optimizer-low-copies" (passes/optimizer_low_copies.cc): the grouped optimizer update writes
+// each parameter's 16-bit copy, kept as state, in place of the forward's Cast of the parameter.
+std::unique_ptr<Pass> CreateOptimizerLowCopiesPass();
+
+// A parameter's 16-bit copy kept as state by optimizer-low-copies: state `copy` = Cast(`param`).
+struct LowPrecisionCopy {
+  std::string param, copy;
+  ir::DType dtype = ir::DType::kUndefined;
+};
+std::vector<LowPrecisionCopy> LowPrecisionCopies(const ir::Graph& step);
+
+// Sets every copy of `step` from its parameter's current value (`get` reads a state, `set` writes
+// one): after parameters were set from outside the step (resume, an initialization graph).
+absl::Status RefreshLowPrecisionCopies(const ir::Graph& step,
+                                       const std::function<absl::StatusOr<ir::Tensor>(const std::string&)>& get,
+                                       const std::function<absl::Status(const std::string&, const ir::Tensor&)>& set);
 
 }  // namespace ottr::passes
 

@@ -520,9 +520,13 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
     pm.Add(CreateFuseGemmBgradPass());
   }
   if (spec.channels_last) pm.Add(CreateNhwcLayoutPass());
+  if (spec.kmajor_gemm_operands && spec.precision == Precision::kTf32) pm.Add(CreateKMajorGemmOperandsPass());
   if (spec.fuse_epilogues) {
     pm.Add(CreateFuseConvActivationPass());
     pm.Add(CreateFuseMaxPoolReluGradPass());
+  }
+  if (spec.optimizer_low_copies && (spec.precision == Precision::kBf16 || spec.precision == Precision::kFp16)) {
+    pm.Add(CreateOptimizerLowCopiesPass());
   }
   return absl::OkStatus();
 }

@@ -109,6 +109,15 @@ struct TrainingSpec {
   // their gradients, Transpose, Reshape, ...) in the 16-bit type (narrow-exact-ops, same bits).
   // The tools turn it on for the CUDA executor.
   bool narrow_exact_ops = false;
+  // With kTf32: transpose one operand of each large GEMM whose operands are both MN-major (the
+  // weight gradients) so TF32 Tensor Cores read it K-major (kmajor-gemm-operands,
+  // passes/kmajor_gemm.cc). The tools turn it on for the CUDA executor.
+  bool kmajor_gemm_operands = false;
+  // With kBf16/kFp16 and a grouped update: the optimizer writes each parameter's 16-bit copy for
+  // the next forward instead of a Cast per parameter per step (optimizer-low-copies,
+  // passes/mixed_precision.h). The copies are state: RefreshLowPrecisionCopies after setting
+  // parameters from outside. The tools turn it on.
+  bool optimizer_low_copies = false;
   Precision precision = Precision::kFp32;
   // Regex: with kBf16/kFp16, GEMM/conv nodes whose origin or output name matches stay float32.
   std::string keep_fp32;
@@ -132,7 +141,9 @@ std::string GradName(const std::string& param);
 //   (with loss scaling), fold-gemm-casts, fuse-gemm-epilogue,
 //   narrow-exact-ops (when spec.narrow_exact_ops with bf16/fp16) before the grouping,
 //   fuse-gemm-dact-bgrad, fuse-gemm-bgrad (when spec.fuse_epilogues), nhwc-layout (when
-//   spec.channels_last), fuse-conv-activation, fuse-maxpool-relu-grad (when spec.fuse_epilogues).
+//   spec.channels_last), kmajor-gemm-operands (when spec.kmajor_gemm_operands with TF32),
+//   fuse-conv-activation, fuse-maxpool-relu-grad (when spec.fuse_epilogues), optimizer-low-copies (when
+//   spec.optimizer_low_copies with bf16/fp16).
 absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec);
 
 // Runs the pipeline on a copy of `forward` and returns the step graph.

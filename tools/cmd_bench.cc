@@ -61,6 +61,8 @@ absl::Status CmdBench(const std::vector<std::string>& argv) {
   if (device == "cuda" && !args.has("fuse-epilogues")) spec.fuse_epilogues = true;
   if (device == "cuda" && !args.has("layout")) spec.channels_last = true;
   if (device == "cuda") spec.narrow_exact_ops = true;
+  if (device == "cuda") spec.kmajor_gemm_operands = true;
+  spec.optimizer_low_copies = true;
   OTTR_ASSIGN_OR_RETURN(int64_t steps, args.get_int("steps", 50));
   OTTR_ASSIGN_OR_RETURN(int64_t windows, args.get_int("windows", 5));
   OTTR_ASSIGN_OR_RETURN(auto forward, importer::ImportModelFile(model));

@@ -32,6 +32,8 @@ absl::Status CmdPasses(const std::vector<std::string>& argv) {
   if (!args.has("fuse-epilogues")) spec.fuse_epilogues = true;
   if (!args.has("layout")) spec.channels_last = true;
   spec.narrow_exact_ops = true;
+  spec.kmajor_gemm_operands = true;
+  spec.optimizer_low_copies = true;
   OTTR_ASSIGN_OR_RETURN(auto graph, importer::ImportModelFile(args.positional()[0]));
   passes::PassManagerOptions o;
   o.print_after = args.get("print-ir-after");

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,7 @@
 #include "importer/onnx_importer.h"
 #include "importer/tensor_proto.h"
 #include "passes/lower_gradient.h"
+#include "passes/mixed_precision.h"
 #include "passes/standard_passes.h"
 #include "ir/status.h"
 #include "runtime/checkpoint.h"
@@ -104,6 +106,14 @@ class StepRunner {
   virtual absl::Status Submit(const runtime::TensorMap& feeds) { return absl::UnimplementedError("Submit"); }
   virtual absl::StatusOr<std::vector<double>> Drain() { return absl::UnimplementedError("Drain"); }
 };
+
+// The optimizer-low-copies states (passes/mixed_precision.h) follow their parameters after the
+// parameters were set from outside the step.
+absl::Status RefreshCopies(const ir::Graph& step, StepRunner& exec) {
+  return passes::RefreshLowPrecisionCopies(
+      step, [&](const std::string& n) { return exec.State(n); },
+      [&](const std::string& n, const Tensor& t) { return exec.SetState(n, t); });
+}
 
 class CpuStepRunner : public StepRunner {
  public:
@@ -358,6 +368,7 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
                                                        ": no such initialization output"));
       }
     }
+    OTTR_RETURN_IF_ERROR(RefreshCopies(*step, *exec));
   }
   // The value reported as the loss: the step's "loss" output, else its first float scalar output.
   int loss_index = -1;
@@ -393,14 +404,18 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
   int64_t steps_done = 0;
   if (!config.resume.empty()) {
     OTTR_ASSIGN_OR_RETURN(runtime::Checkpoint ckpt, runtime::ReadCheckpoint(config.resume));
+    std::set<std::string> copies;  // 16-bit parameter copies: recomputed from the parameters below
+    for (const passes::LowPrecisionCopy& c : passes::LowPrecisionCopies(*step)) copies.insert(c.copy);
     for (const std::string& n : StateNames(*step)) {
       auto it = ckpt.tensors.find(n);
+      if (it == ckpt.tensors.end() && copies.count(n) > 0) continue;
       if (it == ckpt.tensors.end()) {
         return absl::InvalidArgumentError(absl::StrCat(config.resume, ": no state '", n,
                                                        "' (a checkpoint of another model or optimizer?)"));
       }
       OTTR_RETURN_IF_ERROR(AnnotateStatus(exec->SetState(n, it->second), config.resume));
     }
+    OTTR_RETURN_IF_ERROR(RefreshCopies(*step, *exec));
     OTTR_RETURN_IF_ERROR(exec->LoadRngState(ckpt.meta["rng"]));
     steps_done = MetaInt(ckpt, "steps_done");
     if (MetaInt(ckpt, "seed") != static_cast<int64_t>(config.seed)) {

@@ -78,6 +78,20 @@ absl::Status InferParamUpdateN(InferenceContext& ctx, bool adam) {
     ctx.set_output_type(k, p);
     for (int s = 0; s < states; ++s) ctx.set_output_type((1 + s) * n + k, ctx.input_type(2 + (2 + s) * n + k));
   }
+  if (!l.low_copies.empty()) {
+    const DType low = static_cast<DType>(ctx.node().GetInt("low_type", 0));
+    if (low != DType::kBFloat16 && low != DType::kFloat16) {
+      return ctx.Error(absl::StrCat("low_type must be float16 (10) or bfloat16 (16), got ", ctx.node().GetInt("low_type", 0)));
+    }
+    for (size_t j = 0; j < l.low_copies.size(); ++j) {
+      const TensorType& p = ctx.input_type(2 + static_cast<int>(l.low_copies[j]));
+      if (p.dtype != DType::kFloat32) {
+        return ctx.Error(absl::StrCat("a low-precision copy of parameter ", l.low_copies[j], " needs float32, got ",
+                                      p.ToString()));
+      }
+      ctx.set_output_type(l.first_low + static_cast<int>(j), TensorType(low, p.shape));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -223,6 +237,8 @@ void RegisterOptimizerOps(OpRegistry& r) {
                  .Attr("decoupled", K::kInt)
                  .Attr("guarded", K::kInt)
                  .Attr("unscale", K::kInt)
+                 .Attr("low_copies", K::kInts)
+                 .Attr("low_type", K::kInt)
                  .Shape([](InferenceContext& c) { return InferParamUpdateN(c, true); })
                  .NotDifferentiable()
                  .Build());
@@ -235,6 +251,8 @@ void RegisterOptimizerOps(OpRegistry& r) {
                  .Attr("weight_decay", K::kFloat)
                  .Attr("guarded", K::kInt)
                  .Attr("unscale", K::kInt)
+                 .Attr("low_copies", K::kInts)
+                 .Attr("low_type", K::kInt)
                  .Shape([](InferenceContext& c) { return InferParamUpdateN(c, false); })
                  .NotDifferentiable()
                  .Build());

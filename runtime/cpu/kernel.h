@@ -62,6 +62,8 @@ class KernelContext {
   // the planned memory instead (zero-filled unless the output is planned in place over an input,
   // see PlannedOutput::zero).
   Tensor& AllocateOutput(int i, DType dtype, std::vector<int64_t> dims);
+  // Output i as the kernel left it (after AllocateOutput or SetOutput).
+  const Tensor& output(int i) const { return (*outputs_)[i]; }
   // Sets output i to an existing tensor (e.g. a reshaped view of an input: no copy).
   void SetOutput(int i, Tensor t) { (*outputs_)[i] = std::move(t); }
 

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ir/optimizer_update.h"
+#include "runtime/cpu/elementwise_common.h"
 #include "ir/status.h"
 #include "runtime/cpu/kernel.h"
 
@@ -234,6 +235,20 @@ void PassThrough(KernelContext& ctx, int out, int in) {
   if (y.raw_data() != x.raw_data()) std::memcpy(y.raw_data(), x.raw_data(), x.nbytes());
 }
 
+// The low-precision copies (ir/optimizer_update.h): Cast(p'_k) into output first_low + j, written
+// after every update (p'_k is output k; in place over p_k or not).
+absl::Status WriteLowCopies(KernelContext& ctx, const ir::UpdateNLayout& l) {
+  if (l.low_copies.empty()) return absl::OkStatus();
+  const DType low = static_cast<DType>(ctx.attr_int("low_type", 0));
+  for (size_t j = 0; j < l.low_copies.size(); ++j) {
+    const Tensor& p = ctx.output(static_cast<int>(l.low_copies[j]));
+    OTTR_ASSIGN_OR_RETURN(Tensor c, ew::CastTensor(p, low));
+    Tensor& out = ctx.AllocateOutput(l.first_low + static_cast<int>(j), low, p.dims());
+    std::memcpy(out.raw_data(), c.raw_data(), c.nbytes());
+  }
+  return absl::OkStatus();
+}
+
 // N-ary forms: each tensor in turn, in place where the executor placed outputs over inputs
 // (every element is read before the same element is written).
 template <typename T>
@@ -253,7 +268,7 @@ absl::Status AdamUpdateN(KernelContext& ctx) {
     s.grad_scale = l.grad_scale;
     OTTR_RETURN_IF_ERROR(AdamApply<T>(ctx, s));
   }
-  return absl::OkStatus();
+  return WriteLowCopies(ctx, l);
 }
 template <typename T>
 absl::Status SgdUpdateN(KernelContext& ctx) {
@@ -272,7 +287,7 @@ absl::Status SgdUpdateN(KernelContext& ctx) {
     s.grad_scale = l.grad_scale;
     OTTR_RETURN_IF_ERROR(SgdApply<T>(ctx, s));
   }
-  return absl::OkStatus();
+  return WriteLowCopies(ctx, l);
 }
 
 // ottr::AllFinite: a bool scalar, true when no input holds a NaN or an infinity.

@@ -1,6 +1,8 @@
 #include "runtime/cuda/lt_gemm.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -137,11 +139,15 @@ absl::StatusOr<std::unique_ptr<LtGemm>> LtGemm::Create(CudaLibraries& libs, cons
   const uint64_t max_ws = kMaxGemmWorkspace;
   OTTR_CUDA_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws, sizeof(max_ws)));
-  cublasLtMatmulHeuristicResult_t results[kAutotuneCandidates] = {};
+  cublasLtMatmulHeuristicResult_t results[kMaxAutotuneCandidates] = {};
   int found = 0;
+  int candidates = kAutotuneCandidates;
+  if (const char* env = std::getenv("OTTR_GEMM_CANDIDATES")) {
+    candidates = std::clamp(std::atoi(env), 1, kMaxAutotuneCandidates);
+  }
   OTTR_CUDA_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(libs.lt(), desc, g->a_layout_.get(),
                                                            g->b_layout_.get(), g->d_layout_.get(),
-                                                           g->d_layout_.get(), pref, kAutotuneCandidates,
+                                                           g->d_layout_.get(), pref, candidates,
                                                            results, &found));
   if (found == 0) {
     return absl::UnimplementedError(absl::StrCat("cuBLASLt has no algorithm for ", key));
@@ -149,6 +155,9 @@ absl::StatusOr<std::unique_ptr<LtGemm>> LtGemm::Create(CudaLibraries& libs, cons
   g->algo_ = results[0].algo;
   g->workspace_bytes_ = static_cast<int64_t>(results[0].workspaceSize);
   if (found > 1) OTTR_RETURN_IF_ERROR(g->Autotune(results, found));
+  if (std::getenv("OTTR_LOG_GEMM_ALGOS") != nullptr) {
+    std::fprintf(stderr, "gemm %s: %d candidates, chose #%d\n", key.c_str(), found, g->chosen_);
+  }
   libs.StoreAlgo(key, absl::StrCat(absl::BytesToHexString(absl::string_view(
                                        reinterpret_cast<const char*>(&g->algo_), sizeof(g->algo_))),
                                    " ", absl::Hex(g->workspace_bytes_, absl::kZeroPad16)));
@@ -206,6 +215,7 @@ absl::Status LtGemm::Autotune(const cublasLtMatmulHeuristicResult_t* results, in
       if (failed || cudaEventSynchronize(stop) != cudaSuccess) continue;
       float ms = 0;
       cudaEventElapsedTime(&ms, start, stop);
+      if (std::getenv("OTTR_LOG_GEMM_ALGOS") != nullptr) std::fprintf(stderr, "  candidate #%d: %.1f us\n", i, ms * 200.0f);
       if (best < 0 || ms < best) {
         best = ms;
         chosen_ = i;

@@ -69,7 +69,9 @@ class LtGemm {
  private:
   LtGemm() = default;
   // Candidates the heuristic proposes on a cache miss; the fastest, timed, is kept and cached.
+  // OTTR_GEMM_CANDIDATES=N (1..kMaxAutotuneCandidates) overrides the count.
   static constexpr int kAutotuneCandidates = 8;
+  static constexpr int kMaxAutotuneCandidates = 64;
   absl::Status Autotune(const cublasLtMatmulHeuristicResult_t* results, int found);
   int chosen_ = 0;
   GemmConfig config_;

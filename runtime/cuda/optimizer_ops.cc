@@ -208,6 +208,22 @@ absl::StatusOr<CompiledOp> CompileUpdateN(OpCompileContext& ctx, bool adam) {
     sh.nesterov = node.GetInt("nesterov", 0) != 0;
   }
   const int dtype = Code(t);
+  // Low-precision copies (ir/optimizer_update.h): parameter low_copies[j] also written to output
+  // first_low + j (when something reads it).
+  std::vector<int> low_slot(n, -1);
+  int low_dtype = 0;
+  if (!layout.low_copies.empty()) {
+    const DType low = static_cast<DType>(node.GetInt("low_type", 0));
+    if (t != DType::kFloat32 || (low != DType::kBFloat16 && low != DType::kFloat16)) {
+      return ctx.Unsupported(absl::StrCat("low-precision copies of ", ir::DTypeName(t), " parameters as ",
+                                          ir::DTypeName(low)));
+    }
+    low_dtype = Code(low);
+    for (size_t j = 0; j < layout.low_copies.size(); ++j) {
+      const int out = layout.first_low + static_cast<int>(j);
+      if (ctx.output_needed(out)) low_slot[layout.low_copies[j]] = out;
+    }
+  }
   CompiledOp op;
   op.workspace_bytes = workspace;
   op.launch = [=](const LaunchArgs& a) -> absl::Status {
@@ -226,6 +242,10 @@ absl::StatusOr<CompiledOp> CompileUpdateN(OpCompileContext& ctx, bool adam) {
         e[k].state1_out = a.outputs[2 * n + k];
       }
       e[k].numel = numel[k];
+      if (low_slot[k] >= 0) {
+        e[k].low_out = a.outputs[low_slot[k]];
+        e[k].low_dtype = low_dtype;
+      }
     }
     kernels::OptimizerScalars s = types;
     s.lr = a.inputs[0];

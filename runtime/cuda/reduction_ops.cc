@@ -142,7 +142,9 @@ absl::StatusOr<ReducePlan> PlanReduction(OpCompileContext& ctx, int dtype, Reduc
     p.vec = (dtype == 1 && p.inner % 4 == 0 && p.inner >= 4 * kernels::kReduceColumnX) ? 4 : 1;
     const int64_t col_blocks = (m / p.inner) * CeilDiv(p.inner, kernels::kReduceColumnX * p.vec);
     p.splits = 1;
-    if (m * n >= (int64_t{1} << 18) && col_blocks < target) {
+    // Split long columns even when the tensor is small: a bias gradient [8192, 10] in one block
+    // walked 1024 dependent rows per thread (45 µs on the H200 in bf16).
+    if ((m * n >= (int64_t{1} << 18) || n >= 1024) && col_blocks < target) {
       p.splits = std::max<int64_t>(1, std::min({CeilDiv(target, col_blocks), CeilDiv(n, 64), int64_t{65535}}));
     }
     p.chunk = CeilDiv(n, p.splits);

@@ -177,6 +177,93 @@ TEST_F(CudaTrainingTest, TorchCnnBnStepMatchesCpu) {
   ExpectStepMatchesCpu("models/torch_cnn_bn/model.onnx", {1, 28, 28}, /*sgd=*/false);
 }
 
+// A linear layer big enough for kmajor-gemm-operands (1024 -> 1024 -> 10 at batch 1024: the first
+// weight gradient is 1024 x 1024 x 1024). TF32 off, the GPU step with its operand transposed
+// against the CPU step without: the rewrite is exact and only the summation order differs
+// (norm-wise 1e-5, as above). TF32 on (the pass's reason to exist), against the GPU step without
+// the pass: the forward and every other GEMM are the same kernels, and the weight gradient's
+// products of TF32-rounded factors (11-bit significands) are exact in float32, so the two differ
+// only in the order the k = 1024 products are summed: 1e-5 again. (Against the CPU, TF32 moves
+// ReLU masks and the softmax gradient's cancellations: ~1% norm-wise here, which says nothing
+// about the pass.)
+std::unique_ptr<ir::Graph> LinearReluLinear(int64_t batch, int64_t in, int64_t hidden, int64_t out) {
+  auto g = std::make_unique<ir::Graph>("mlp");
+  g->set_opset_import("", 17);
+  ir::Value* x = *g->AddInput("x", ir::TensorType(ir::DType::kFloat32, ir::ShapeFromDims({batch, in})));
+  const float s0 = 1.0f / std::sqrt(static_cast<float>(in)), s1 = 1.0f / std::sqrt(static_cast<float>(hidden));
+  ir::Value* w0 = *g->AddInitializer("fc0.weight", testing::RandomFloat({hidden, in}, 41, -s0, s0));
+  ir::Value* b0 = *g->AddInitializer("fc0.bias", testing::RandomFloat({hidden}, 42, -s0, s0));
+  ir::Value* w1 = *g->AddInitializer("fc1.weight", testing::RandomFloat({out, hidden}, 43, -s1, s1));
+  ir::Value* b1 = *g->AddInitializer("fc1.bias", testing::RandomFloat({out}, 44, -s1, s1));
+  const std::map<std::string, ir::Attribute> tb = {{"transB", ir::Attribute(int64_t{1})}};
+  ir::Node* h = *g->AddNode({"Gemm", "", {x, w0, b0}, {"h"}, tb, "fc0"});
+  ir::Node* a = *g->AddNode({"Relu", "", {h->output(0)}, {"a"}, {}, "relu0"});
+  ir::Node* y = *g->AddNode({"Gemm", "", {a->output(0), w1, b1}, {"logits"}, tb, "fc1"});
+  g->AddOutput(y->output(0));
+  return g;
+}
+
+TEST_F(CudaTrainingTest, KMajorWeightGradientStepMatchesCpu) {
+  const int64_t batch = 1024;
+  auto forward = LinearReluLinear(batch, 1024, 1024, 10);
+  passes::TrainingSpec spec;
+  spec.batch = batch;
+  spec.expose_gradients = true;
+  spec.precision = passes::Precision::kTf32;
+  auto cpu_step = passes::BuildTrainingGraph(*forward, spec);
+  ASSERT_TRUE(cpu_step.ok()) << cpu_step.status();
+  spec.multi_tensor_updates = true;
+  spec.fuse_epilogues = true;
+  auto plain_step = passes::BuildTrainingGraph(*forward, spec);
+  ASSERT_TRUE(plain_step.ok()) << plain_step.status();
+  spec.kmajor_gemm_operands = true;
+  auto gpu_step = passes::BuildTrainingGraph(*forward, spec);
+  ASSERT_TRUE(gpu_step.ok()) << gpu_step.status();
+  int transposes = 0;
+  for (const ir::Node* n : (*gpu_step)->nodes()) transposes += absl::EndsWith(n->output(0)->name(), ".kmajor");
+  EXPECT_EQ(transposes, 1) << "kmajor-gemm-operands should transpose the first weight gradient's operand";
+  runtime::TensorMap feeds;
+  feeds["x"] = testing::RandomFloat({batch, 1024}, 45, -1.0f, 1.0f);
+  feeds[passes::kLabelsInput] = testing::RandomInt64({batch}, 46, 0, 9);
+  feeds[passes::kLrInput] = ir::Tensor::Scalar<float>(1e-3f);
+  auto run_gpu = [&](const ir::Graph& step, bool tf32) -> std::vector<ir::Tensor> {
+    cuda::CudaExecutorOptions o;
+    o.tf32 = tf32;
+    auto gpu = cuda::CudaExecutor::Create(step, o);
+    EXPECT_TRUE(gpu.ok()) << gpu.status();
+    if (!gpu.ok()) return {};
+    auto got = (*gpu)->Run(feeds);
+    EXPECT_TRUE(got.ok()) << got.status();
+    return got.ok() ? *got : std::vector<ir::Tensor>{};
+  };
+  auto cpu = runtime::cpu::CpuExecutor::Create(**cpu_step);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  auto want_cpu = (*cpu)->Run(feeds);
+  ASSERT_TRUE(want_cpu.ok()) << want_cpu.status();
+  const std::vector<ir::Tensor> got_fp32 = run_gpu(**gpu_step, false);
+  const std::vector<ir::Tensor> got_tf32 = run_gpu(**gpu_step, true);
+  const std::vector<ir::Tensor> want_tf32 = run_gpu(**plain_step, true);
+  ASSERT_EQ(got_fp32.size(), want_cpu->size());
+  ASSERT_EQ(got_tf32.size(), want_cpu->size());
+  ASSERT_EQ(want_tf32.size(), want_cpu->size());
+  auto norm_error = [](const ir::Tensor& got, const ir::Tensor& want) {
+    double d = 0, n = 0;
+    for (int64_t j = 0; j < want.num_elements(); ++j) {
+      const double w = want.GetAsDouble(j), y = got.GetAsDouble(j);
+      d += (y - w) * (y - w);
+      n += w * w;
+    }
+    return std::sqrt(d / n);
+  };
+  for (size_t i = 0; i < want_cpu->size(); ++i) {
+    const std::string& name = (*gpu_step)->outputs()[i]->name();
+    ASSERT_EQ(name, (*cpu_step)->outputs()[i]->name());
+    ASSERT_EQ(name, (*plain_step)->outputs()[i]->name());
+    EXPECT_LE(norm_error(got_fp32[i], (*want_cpu)[i]), 1e-5) << name << " (fp32, against the CPU)";
+    EXPECT_LE(norm_error(got_tf32[i], want_tf32[i]), 1e-5) << name << " (TF32, against the step without the pass)";
+  }
+}
+
 TEST_F(CudaTrainingTest, GraphReplayEqualsEagerLaunches) {
   Step s = MakeStep("models/mlp/model.onnx", 64, {784}, 3);
   cuda::CudaExecutorOptions graph_opt, eager_opt;

@@ -22,8 +22,10 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "importer/onnx_importer.h"
+#include "passes/mixed_precision.h"
 #include "passes/training.h"
 #include "runtime/cpu/cpu_executor.h"
+#include "runtime/cpu/elementwise_common.h"
 #include "runtime/cuda/cuda_executor.h"
 #include "tests/test_util.h"
 
@@ -123,6 +125,57 @@ TEST_F(MixedPrecisionGpuTest, CnnStepMatchesCpuInBf16AndFp16) {
     ExpectGpuStepMatchesCpu("models/cnn/model.onnx", {16, 1, 28, 28}, p,
                             {{"conv1.", 4}, {"conv2.", 3}, {"fc1.", 1}, {"fc2.", 0}});
   }
+}
+
+// optimizer-low-copies on the device: the multi-tensor update writes each parameter's bf16 copy
+// (round to nearest even, as the Cast it replaces), so three CUDA steps with the pass give the
+// same bits as three without (the same kernels otherwise, deterministic), and after each step
+// every copy is the cast of its parameter.
+TEST_F(MixedPrecisionGpuTest, OptimizerWritesTheBf16CopiesOnTheDevice) {
+  auto forward = importer::ImportModelFile(testing::SourcePath("models/mlp/model.onnx"));
+  ASSERT_TRUE(forward.ok()) << forward.status();
+  auto plain = MakeStep(**forward, 64, passes::Precision::kBf16, true);
+  passes::TrainingSpec spec;
+  spec.batch = 64;
+  spec.precision = passes::Precision::kBf16;
+  spec.expose_gradients = true;
+  spec.multi_tensor_updates = true;
+  spec.fuse_epilogues = true;
+  spec.channels_last = true;
+  spec.narrow_exact_ops = true;
+  spec.optimizer_low_copies = true;
+  auto fused = passes::BuildTrainingGraph(**forward, spec);
+  ASSERT_TRUE(plain && fused.ok()) << fused.status();
+  const std::vector<passes::LowPrecisionCopy> copies = passes::LowPrecisionCopies(**fused);
+  ASSERT_GE(copies.size(), 3u);
+  auto a = cuda::CudaExecutor::Create(*plain);
+  auto b = cuda::CudaExecutor::Create(**fused);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (int k = 0; k < 3; ++k) {
+    runtime::TensorMap feeds;
+    feeds["x"] = testing::RandomFloat({64, 784}, 40 + k, -1.0f, 1.0f);
+    feeds[passes::kLabelsInput] = testing::RandomInt64({64}, 50 + k, 0, 9);
+    feeds[passes::kLrInput] = ir::Tensor::Scalar<float>(1e-2f);
+    auto ra = (*a)->Run(feeds);
+    auto rb = (*b)->Run(feeds);
+    ASSERT_TRUE(ra.ok() && rb.ok()) << ra.status() << rb.status();
+    for (size_t i = 0; i < ra->size(); ++i) EXPECT_TRUE((*ra)[i].BitwiseEquals((*rb)[i])) << "step " << k << " output " << i;
+    for (const ir::StateUpdate& u : plain->updates()) {
+      const ir::Tensor* sa = (*a)->State(u.target->name());
+      const ir::Tensor* sb = (*b)->State(u.target->name());
+      ASSERT_TRUE(sa != nullptr && sb != nullptr) << u.target->name();
+      EXPECT_TRUE(sa->BitwiseEquals(*sb)) << "step " << k << ": " << u.target->name();
+    }
+    for (const passes::LowPrecisionCopy& c : copies) {
+      const ir::Tensor* p = (*b)->State(c.param);
+      const ir::Tensor* copy = (*b)->State(c.copy);
+      ASSERT_TRUE(p != nullptr && copy != nullptr) << c.copy;
+      auto want = runtime::cpu::ew::CastTensor(*p, c.dtype);
+      ASSERT_TRUE(want.ok()) << want.status();
+      EXPECT_TRUE(copy->BitwiseEquals(*want)) << "step " << k << ": " << c.copy;
+    }
+  }
+  EXPECT_LT((*b)->stats().launches_per_step, (*a)->stats().launches_per_step);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // against NumPy, bit-identical resume, NaN handling and bad input.
 #include "tools/train_loop.h"
 
+#include <functional>
 #include <filesystem>
 
 #include "gtest/gtest.h"
@@ -76,16 +77,22 @@ TEST(TrainLoopTest, StandardOnnxTrainingMatchesNumPy) {
   }
 }
 
-TEST(TrainLoopTest, ResumeEndsBitIdenticalToAnUninterruptedRun) {
-  const std::string dir = TempDir("resume");
+// 8 steps, a checkpoint, a resumed run to 18 steps: the same parameters as 18 uninterrupted
+// steps. `first` and `second` adjust the configs of the two halves (the uninterrupted run takes
+// `second`'s).
+void ExpectResumeBitIdentical(const std::string& tag, const std::function<void(TrainConfig&)>& first_mod,
+                              const std::function<void(TrainConfig&)>& second_mod) {
+  const std::string dir = TempDir(tag);
   const std::string model = testing::SourcePath("models/mlp/model.onnx");
   const runtime::DataSource data = RandomMlpData(96, 3);  // 6 steps per epoch
   TrainConfig full = MlpConfig();
+  second_mod(full);
   full.epochs = 3;
   full.out = dir + "/full.onnx";
   ASSERT_TRUE(RunTraining(model, data, full).ok());
 
   TrainConfig first = MlpConfig();
+  first_mod(first);
   first.epochs = 3;
   first.checkpoint = dir + "/ckpt";
   first.stop_after = 8;  // mid-epoch 2
@@ -94,10 +101,12 @@ TEST(TrainLoopTest, ResumeEndsBitIdenticalToAnUninterruptedRun) {
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   EXPECT_EQ(ckpt->meta["steps_done"], "8");
   TrainConfig second = MlpConfig();
+  second_mod(second);
   second.epochs = 3;
   second.resume = first.checkpoint;
   second.out = dir + "/resumed.onnx";
-  ASSERT_TRUE(RunTraining(model, data, second).ok());
+  absl::Status st = RunTraining(model, data, second);
+  ASSERT_TRUE(st.ok()) << st;
 
   auto a = Initializers(full.out);
   auto b = Initializers(second.out);
@@ -107,6 +116,25 @@ TEST(TrainLoopTest, ResumeEndsBitIdenticalToAnUninterruptedRun) {
     EXPECT_TRUE(t.BitwiseEquals(b[name])) << name << " differs after resuming";
     EXPECT_FALSE(t.BitwiseEquals(initial[name])) << name << " was not trained";
   }
+}
+
+TEST(TrainLoopTest, ResumeEndsBitIdenticalToAnUninterruptedRun) {
+  ExpectResumeBitIdentical("resume", [](TrainConfig&) {}, [](TrainConfig&) {});
+}
+
+// bf16 with the optimizer writing the parameters' bf16 copies (optimizer-low-copies): the copies
+// are state and come back from the checkpoint; a checkpoint written without them (the first half
+// casting its parameters each step) resumes too, the copies recomputed from the parameters.
+TEST(TrainLoopTest, Bf16ResumeWithOptimizerCopiesEndsBitIdentical) {
+  auto bf16 = [](bool copies) {
+    return [copies](TrainConfig& c) {
+      c.spec.precision = passes::Precision::kBf16;
+      c.spec.multi_tensor_updates = true;
+      c.spec.optimizer_low_copies = copies;
+    };
+  };
+  ExpectResumeBitIdentical("resume_bf16", bf16(true), bf16(true));
+  ExpectResumeBitIdentical("resume_bf16_old", bf16(false), bf16(true));
 }
 
 TEST(TrainLoopTest, NonFiniteLossStopsNamingTheStepAndKeepsTheCheckpoint) {

@@ -157,6 +157,42 @@ __device__ __forceinline__ Unscale<T> ReadUnscale(const OptimizerScalars& s) {
   return u;
 }
 
+// The low-precision copy of an updated float32 parameter (MultiTensorEntry::low_out).
+template <typename L>
+__device__ __forceinline__ L ToLow(float x);
+template <>
+__device__ __forceinline__ __nv_bfloat16 ToLow<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <>
+__device__ __forceinline__ __half ToLow<__half>(float x) { return __float2half_rn(x); }
+
+template <typename T>
+__device__ __forceinline__ void StoreLow(const MultiTensorEntry& e, int64_t i, T x) {
+  if (e.low_dtype == nl::kBF16) {
+    static_cast<__nv_bfloat16*>(e.low_out)[i] = ToLow<__nv_bfloat16>(static_cast<float>(x));
+  } else {
+    static_cast<__half*>(e.low_out)[i] = ToLow<__half>(static_cast<float>(x));
+  }
+}
+
+// Four consecutive elements at once (low_out + i0 8-byte aligned).
+template <typename L, typename T>
+__device__ __forceinline__ void StoreLow4As(void* out, int64_t i0, const T* x) {
+  struct alignas(8) Four {
+    L v[4];
+  } f;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) f.v[j] = ToLow<L>(static_cast<float>(x[j]));
+  *reinterpret_cast<Four*>(static_cast<L*>(out) + i0) = f;
+}
+template <typename T>
+__device__ __forceinline__ void StoreLow4(const MultiTensorEntry& e, int64_t i0, const T* x) {
+  if (e.low_dtype == nl::kBF16) {
+    StoreLow4As<__nv_bfloat16>(e.low_out, i0, x);
+  } else {
+    StoreLow4As<__half>(e.low_out, i0, x);
+  }
+}
+
 // A skipped update (guard tripped): outputs take the inputs' values, copied only where the
 // output is another buffer (in place they already hold them).
 template <typename T, typename Elem>
@@ -167,6 +203,7 @@ __device__ void PassThroughChunk(const MultiTensorEntry& e, int64_t begin, int64
   T* s_out[2] = {static_cast<T*>(e.state0_out), static_cast<T*>(e.state1_out)};
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     if (po != p) po[i] = p[i];
+    if (e.low_out != nullptr) StoreLow(e, i, p[i]);
 #pragma unroll
     for (int k = 0; k < Elem::kStates; ++k) {
       if (s_out[k] != nullptr && s_in[k] != nullptr && s_out[k] != s_in[k]) s_out[k][i] = s_in[k][i];
@@ -187,7 +224,8 @@ __device__ void ProcessChunk(const MultiTensorEntry& e, int64_t begin, int64_t e
   constexpr int kVec = 4;
   constexpr int kBytes = kVec * sizeof(T);
   const bool vec = Aligned(g, kBytes) && Aligned(p, kBytes) && Aligned(po, kBytes) && Aligned(s_in[0], kBytes) &&
-                   Aligned(s_in[1], kBytes) && Aligned(s_out[0], kBytes) && Aligned(s_out[1], kBytes);
+                   Aligned(s_in[1], kBytes) && Aligned(s_out[0], kBytes) && Aligned(s_out[1], kBytes) &&
+                   Aligned(e.low_out, 8);
   for (int64_t i0 = begin + static_cast<int64_t>(threadIdx.x) * kVec; i0 < end; i0 += static_cast<int64_t>(blockDim.x) * kVec) {
     if (vec && i0 + kVec <= end) {
       Vec<T, kVec> xv = *reinterpret_cast<const Vec<T, kVec>*>(p + i0);
@@ -207,6 +245,7 @@ __device__ void ProcessChunk(const MultiTensorEntry& e, int64_t begin, int64_t e
         for (int k = 0; k < Elem::kStates; ++k) sv[k].v[j] = st[k];
       }
       *reinterpret_cast<Vec<T, kVec>*>(po + i0) = xv;
+      if (e.low_out != nullptr) StoreLow4(e, i0, xv.v);
 #pragma unroll
       for (int k = 0; k < Elem::kStates; ++k) {
         if (s_out[k] != nullptr && s_in[k] != nullptr) *reinterpret_cast<Vec<T, kVec>*>(s_out[k] + i0) = sv[k];
@@ -219,6 +258,7 @@ __device__ void ProcessChunk(const MultiTensorEntry& e, int64_t begin, int64_t e
         for (int k = 0; k < Elem::kStates; ++k) st[k] = s_in[k] != nullptr ? s_in[k][i] : T(0);
         op.Apply(x, unscale(g[i]), st, has0);
         po[i] = x;
+        if (e.low_out != nullptr) StoreLow(e, i, x);
 #pragma unroll
         for (int k = 0; k < Elem::kStates; ++k) {
           if (s_out[k] != nullptr && s_in[k] != nullptr) s_out[k][i] = st[k];

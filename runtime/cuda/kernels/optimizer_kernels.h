@@ -74,7 +74,10 @@ struct MultiTensorEntry {
   int64_t first_chunk = 0;  // set by FillChunkOffsets
   // ONNX training ops only: bit k set = tensor k of (param, grad, state0, state1) is float64.
   int32_t f64_mask = 0;
-  int32_t reserved = 0;
+  // ottr N-ary updates with a low-precision copy (ir/optimizer_update.h): the updated parameter is
+  // also written to low_out as low_dtype (nl::kBF16 or nl::kF16, round to nearest even), or 0.
+  int32_t low_dtype = 0;
+  void* low_out = nullptr;
 };
 
 // Sets entries[i].first_chunk (prefix sums of ceil(numel / kMultiTensorChunk)) and returns the
