@@ -1,6 +1,8 @@
 #include "runtime/cuda/cuda_executor.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <set>
 
@@ -65,7 +67,103 @@ struct NodeLaunch {
   std::vector<void*> outputs;
   void* workspace = nullptr;
   bool skip = false;  // a view placed on its input's buffer
+  // Multi-stream issue (CudaExecutorOptions::streams): the stream, the launches (indices) whose
+  // events it waits for first, and whether a later launch on another stream waits for it.
+  int stream = 0;
+  std::vector<int> waits;
+  bool record = false;
 };
+
+// Byte ranges [lo, hi) of the arena a launch reads and writes.
+struct Footprint {
+  std::vector<std::pair<uintptr_t, uintptr_t>> reads, writes;
+};
+
+bool Overlap(const std::vector<std::pair<uintptr_t, uintptr_t>>& a, const std::vector<std::pair<uintptr_t, uintptr_t>>& b) {
+  for (const auto& x : a) {
+    for (const auto& y : b) {
+      if (x.first < y.second && y.first < x.second) return true;
+    }
+  }
+  return false;
+}
+
+// Spreads `launches` over `num_streams` streams: each launch follows the latest launch it depends
+// on when that launch is the last on its stream (no wait), else takes the stream that has been
+// idle longest; it then waits for the latest dependency on every other stream it has not yet
+// synchronised with. Returns the number of streams used.
+int AssignStreams(std::vector<NodeLaunch>& launches, int num_streams) {
+  for (NodeLaunch& l : launches) {
+    l.stream = 0;
+    l.waits.clear();
+    l.record = false;
+  }
+  if (num_streams <= 1) return 1;
+  std::vector<int> order;
+  std::vector<Footprint> fp(launches.size());
+  for (int i = 0; i < static_cast<int>(launches.size()); ++i) {
+    NodeLaunch& l = launches[i];
+    if (l.skip) continue;
+    order.push_back(i);
+    auto range = [](const void* p, const ir::Value* v) {
+      const uintptr_t lo = reinterpret_cast<uintptr_t>(p);
+      return std::make_pair(lo, lo + static_cast<uintptr_t>(Bytes(v->type())));
+    };
+    for (int k = 0; k < l.node->num_inputs(); ++k) {
+      if (l.node->input(k) != nullptr && l.inputs[k] != nullptr) fp[i].reads.push_back(range(l.inputs[k], l.node->input(k)));
+    }
+    for (int k = 0; k < l.node->num_outputs(); ++k) {
+      if (l.node->output(k) != nullptr && l.outputs[k] != nullptr) fp[i].writes.push_back(range(l.outputs[k], l.node->output(k)));
+    }
+    if (l.workspace != nullptr && l.op.workspace_bytes > 0) {
+      const uintptr_t lo = reinterpret_cast<uintptr_t>(l.workspace);
+      fp[i].writes.emplace_back(lo, lo + static_cast<uintptr_t>(l.op.workspace_bytes));
+    }
+  }
+  const int s_count = num_streams;
+  std::vector<int> tail(s_count, -1);                       // last launch issued on each stream
+  std::vector<std::vector<int>> known(s_count, std::vector<int>(s_count, -1));  // known[s][t]: launches of t up to this index are done before s's next
+  std::vector<std::vector<int>> known_at(launches.size());  // known[stream] just after each launch
+  int used = 1;
+  for (size_t oi = 0; oi < order.size(); ++oi) {
+    const int i = order[oi];
+    std::vector<int> dep(s_count, -1);  // latest dependency on each stream (earlier ones follow)
+    for (size_t oj = oi; oj-- > 0;) {
+      const int j = order[oj];
+      const int sj = launches[j].stream;
+      if (dep[sj] >= 0) continue;
+      if (Overlap(fp[i].writes, fp[j].reads) || Overlap(fp[i].writes, fp[j].writes) || Overlap(fp[i].reads, fp[j].writes)) {
+        dep[sj] = j;
+      }
+    }
+    int chosen = -1;
+    for (int s = 0; s < s_count; ++s) {
+      if (dep[s] >= 0 && dep[s] == tail[s] && (chosen < 0 || tail[s] > tail[chosen])) chosen = s;
+    }
+    if (chosen < 0) {
+      chosen = 0;
+      for (int s = 1; s < s_count; ++s) {
+        if (tail[s] < tail[chosen]) chosen = s;
+      }
+    }
+    NodeLaunch& l = launches[i];
+    l.stream = chosen;
+    used = std::max(used, chosen + 1);
+    std::vector<int>& k = known[chosen];
+    for (int s = 0; s < s_count; ++s) {
+      if (s == chosen || dep[s] < 0 || dep[s] <= k[s]) continue;
+      l.waits.push_back(dep[s]);
+      launches[dep[s]].record = true;
+      const std::vector<int>& then = known_at[dep[s]];
+      for (int t = 0; t < s_count; ++t) k[t] = std::max(k[t], then[t]);
+      k[s] = std::max(k[s], dep[s]);
+    }
+    tail[chosen] = i;
+    k[chosen] = i;
+    known_at[i] = k;
+  }
+  return used;
+}
 
 struct Copy {
   void* dst;
@@ -104,6 +202,14 @@ struct CudaExecutor::Impl {
   absl::flat_hash_map<std::string, ir::Tensor> preset;  // SetState before the first compile
   GraphExec graph_exec;
   int64_t graph_nodes = 0;
+  // Multi-stream issue: side streams 1.., an event per recording launch, the fork (main -> side)
+  // and join (side -> main) events.
+  int streams_used = 1;
+  int side_priority = 0;
+  std::vector<Stream> side_streams;
+  std::vector<Event> launch_events;
+  Event fork_event;
+  std::vector<Event> join_events;
   std::vector<ir::Tensor> state_cache;  // host copies returned by State()
   // Submit(): two staging slots, each a pinned host block and a device block holding every
   // input back to back; the copy stream fills slot k % 2 while the main stream runs step k - 1.
@@ -159,8 +265,14 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const ir::Gra
   impl->source = &graph;
   impl->options = options;
   OTTR_ASSIGN_OR_RETURN(impl->libs, CudaLibraries::Create(options.tf32, options.algo_cache_file));
+  // The main stream (the step's critical path: forward, loss, the data-gradient chain) at the
+  // highest priority; side streams (CudaExecutorOptions::streams) at the lowest, so that a side
+  // branch's kernels fill the SMs the main stream leaves idle instead of delaying it.
+  int least = 0, greatest = 0;
+  OTTR_CUDA_RETURN_IF_ERROR(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  impl->side_priority = least;
   cudaStream_t s;
-  OTTR_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  OTTR_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest));
   impl->stream = Stream(s);
   // Fail early, naming every op without a CUDA kernel.
   std::vector<std::string> missing;
@@ -343,6 +455,39 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
     auto it = plan.workspace_offset.find(l.node);
     if (it != plan.workspace_offset.end()) l.workspace = static_cast<char*>(arena) + it->second;
   }
+  // Streams: which launches overlap (CudaExecutorOptions::streams).
+  int want_streams = options.streams;
+  if (const char* env = std::getenv("OTTR_STREAMS")) want_streams = std::max(1, std::atoi(env));
+  streams_used = AssignStreams(launches, std::min(want_streams, 8));
+  while (static_cast<int>(side_streams.size()) < streams_used - 1) {
+    cudaStream_t side;
+    OTTR_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithPriority(&side, cudaStreamNonBlocking, side_priority));
+    side_streams.emplace_back(side);
+    cudaEvent_t join;
+    OTTR_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+    join_events.emplace_back(join);
+  }
+  if (streams_used > 1 && fork_event.get() == nullptr) {
+    cudaEvent_t fork;
+    OTTR_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+    fork_event = Event(fork);
+  }
+  if (std::getenv("OTTR_LOG_STREAMS") != nullptr) {
+    for (size_t i = 0; i < launches.size(); ++i) {
+      const NodeLaunch& l = launches[i];
+      if (l.skip) continue;
+      std::fprintf(stderr, "launch %zu %s '%s': stream %d waits [%s]\n", i, l.node->op_type().c_str(),
+                   l.node->origin().c_str(), l.stream, absl::StrJoin(l.waits, ",").c_str());
+    }
+  }
+  launch_events.clear();
+  launch_events.resize(launches.size());
+  for (size_t i = 0; i < launches.size(); ++i) {
+    if (!launches[i].record) continue;
+    cudaEvent_t e;
+    OTTR_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    launch_events[i] = Event(e);
+  }
   // State updates the planner could not write in place are copied at the end of the step.
   update_copies.clear();
   for (const passes::UpdateCopy& u : plan.update_copies) {
@@ -372,7 +517,8 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
     OTTR_CUDA_RETURN_IF_ERROR(cudaGraphGetNodes(graph, nullptr, &n));
     graph_nodes = static_cast<int64_t>(n);
     cudaGraphExec_t exec;
-    OTTR_CUDA_RETURN_IF_ERROR(cudaGraphInstantiate(&exec, graph, 0));
+    // Kernel nodes keep their stream's priority (cudaGraphInstantiateFlagUseNodePriority).
+    OTTR_CUDA_RETURN_IF_ERROR(cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagUseNodePriority));
     graph_exec = GraphExec(exec);
   }
   compiled = true;
@@ -380,14 +526,29 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
 }
 
 absl::Status CudaExecutor::Impl::Enqueue() {
-  for (const NodeLaunch& l : launches) {
+  const int sides = streams_used - 1;
+  if (sides > 0) {
+    // Fork: the side streams start after what the main stream holds (the feeds, the last step).
+    OTTR_CUDA_RETURN_IF_ERROR(cudaEventRecord(fork_event.get(), stream.get()));
+    for (int s = 0; s < sides; ++s) OTTR_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(side_streams[s].get(), fork_event.get(), 0));
+  }
+  for (size_t i = 0; i < launches.size(); ++i) {
+    const NodeLaunch& l = launches[i];
     if (l.skip) continue;
-    LaunchArgs args{l.inputs, l.outputs, l.workspace, stream.get()};
+    cudaStream_t st = l.stream == 0 ? stream.get() : side_streams[l.stream - 1].get();
+    for (int w : l.waits) OTTR_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(st, launch_events[w].get(), 0));
+    LaunchArgs args{l.inputs, l.outputs, l.workspace, st};
     const std::string label = absl::StrCat(l.node->op_type(), " ", l.node->origin());
     nvtxRangePushA(label.c_str());
     absl::Status s = l.op.launch(args);
     nvtxRangePop();
     if (!s.ok()) return AnnotateStatus(s, l.node->Describe());
+    if (l.record) OTTR_CUDA_RETURN_IF_ERROR(cudaEventRecord(launch_events[i].get(), st));
+  }
+  // Join: the main stream continues after every side stream's work.
+  for (int s = 0; s < sides; ++s) {
+    OTTR_CUDA_RETURN_IF_ERROR(cudaEventRecord(join_events[s].get(), side_streams[s].get()));
+    OTTR_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream.get(), join_events[s].get(), 0));
   }
   if (options.auto_commit) {
     for (const Copy& c : update_copies) {

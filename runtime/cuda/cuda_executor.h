@@ -30,6 +30,12 @@ struct CudaExecutorOptions {
   uint64_t seed = 0;
   // Reuse dying activations' buffers in place (the planner's in_place); off for debugging.
   bool plan_in_place = true;
+  // Streams the step's launches are spread over (1: all on one stream, in schedule order). A
+  // launch waits, through events, only for the earlier launches it depends on: it reads what they
+  // write, or writes arena bytes they read or write (the planner's reuse of memory included).
+  // Independent branches (a layer's weight gradient beside the next data gradient) then overlap
+  // inside the captured graph. The side streams run at low priority. OTTR_STREAMS=N overrides.
+  int streams = 2;
 };
 
 struct CudaStepStats {
