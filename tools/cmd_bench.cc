@@ -49,7 +49,7 @@ runtime::TensorMap RandomFeeds(const ir::Graph& step, int64_t classes, uint64_t 
 
 absl::Status CmdBench(const std::vector<std::string>& argv) {
   std::set<std::string> values = TrainingValueFlags();
-  for (const char* f : {"device", "csv", "steps", "windows", "name", "algo-cache", "per-op-csv"}) values.insert(f);
+  for (const char* f : {"device", "csv", "steps", "windows", "name", "algo-cache", "per-op-csv", "streams"}) values.insert(f);
   std::set<std::string> switches = TrainingSwitchFlags();
   for (const char* f : {"no-cuda-graph", "no-tf32", "per-op"}) switches.insert(f);
   OTTR_ASSIGN_OR_RETURN(Args args, Args::Parse(argv, values, switches));
@@ -86,6 +86,8 @@ absl::Status CmdBench(const std::vector<std::string>& argv) {
     o.tf32 = spec.precision == passes::Precision::kTf32;
     o.use_cuda_graph = !args.has("no-cuda-graph");
     o.algo_cache_file = args.get("algo-cache");
+    OTTR_ASSIGN_OR_RETURN(o.streams, args.get_int("streams", o.streams));
+    if (o.streams < 1) return absl::InvalidArgumentError("--streams must be at least 1");
     OTTR_ASSIGN_OR_RETURN(auto exec, cuda::CudaExecutor::Create(*step, o));
     OTTR_RETURN_IF_ERROR(exec->Prepare(feeds));
     OTTR_ASSIGN_OR_RETURN(double warm, exec->TimeSteps(10));

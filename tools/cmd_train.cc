@@ -15,7 +15,7 @@ absl::Status CmdTrain(const std::vector<std::string>& argv) {
   for (const char* f : {"data", "epochs", "steps", "seed", "out", "checkpoint", "checkpoint-every",
                         "resume", "log-every", "nan-policy", "device", "input", "lr-schedule",
                         "lr-step-size", "lr-gamma", "min-lr", "warmup-steps", "normalize", "mean",
-                        "std", "eval-batch", "stop-after", "algo-cache"}) {
+                        "std", "eval-batch", "stop-after", "algo-cache", "streams"}) {
     values.insert(f);
   }
   std::set<std::string> switches = TrainingSwitchFlags();
@@ -65,6 +65,8 @@ absl::Status CmdTrain(const std::vector<std::string>& argv) {
   config.tf32 = config.spec.precision == passes::Precision::kTf32;
   config.cuda_graph = !args.has("no-cuda-graph");
   config.algo_cache = args.get("algo-cache");
+  OTTR_ASSIGN_OR_RETURN(config.streams, args.get_int("streams", config.streams));
+  if (config.streams < 1) return absl::InvalidArgumentError("--streams must be at least 1");
   if (config.device == "cuda" && !args.has("multi-tensor-optimizer")) config.spec.multi_tensor_updates = true;
   if (config.device == "cuda" && !args.has("fuse-epilogues")) config.spec.fuse_epilogues = true;
   if (config.device == "cuda" && !args.has("layout")) config.spec.channels_last = true;

@@ -339,6 +339,7 @@ absl::Status RunTraining(const std::string& model_path, const runtime::DataSourc
     o.tf32 = config.tf32;
     o.use_cuda_graph = config.cuda_graph;
     o.algo_cache_file = config.algo_cache;
+    o.streams = config.streams;
     OTTR_ASSIGN_OR_RETURN(auto e, cuda::CudaExecutor::Create(*step, o));
     exec = std::make_unique<CudaStepRunner>(std::move(e), step.get());
 #else

@@ -44,6 +44,7 @@ struct TrainConfig {
   bool tf32 = true;            // CUDA: TF32 GEMMs and convolutions for float32
   bool cuda_graph = true;      // CUDA: replay the step as one CUDA Graph
   std::string algo_cache;      // CUDA: --algo-cache FILE
+  int streams = 2;             // CUDA: --streams N (CudaExecutorOptions::streams)
   std::string input;       // the model input the features feed ("" = its only input)
   int64_t eval_batch = 1000;
 };

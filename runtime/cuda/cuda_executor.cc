@@ -23,6 +23,9 @@ namespace ottr::cuda {
 namespace {
 
 constexpr int64_t kAlign = 256;
+// The largest workspace a side stream gets a copy of (AssignStreams); launches needing more stay
+// on the main stream and use their planned workspace.
+constexpr int64_t kMaxSideWorkspace = int64_t{64} << 20;
 // Integer inputs up to this many elements may become compile-time constants when a shape
 // depends on their values.
 constexpr int64_t kMaxShapeConstantElements = 64;
@@ -88,11 +91,42 @@ bool Overlap(const std::vector<std::pair<uintptr_t, uintptr_t>>& a, const std::v
   return false;
 }
 
-// Spreads `launches` over `num_streams` streams: each launch follows the latest launch it depends
-// on when that launch is the last on its stream (no wait), else takes the stream that has been
-// idle longest; it then waits for the latest dependency on every other stream it has not yet
-// synchronised with. Returns the number of streams used.
-int AssignStreams(std::vector<NodeLaunch>& launches, int num_streams) {
+// Footprints of the launches; `with_workspace`: the workspace is a write.
+std::vector<Footprint> Footprints(const std::vector<NodeLaunch>& launches, bool with_workspace) {
+  std::vector<Footprint> fp(launches.size());
+  auto range = [](const void* p, const ir::Value* v) {
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(p);
+    return std::make_pair(lo, lo + static_cast<uintptr_t>(Bytes(v->type())));
+  };
+  for (size_t i = 0; i < launches.size(); ++i) {
+    const NodeLaunch& l = launches[i];
+    if (l.skip) continue;
+    for (int k = 0; k < l.node->num_inputs(); ++k) {
+      if (l.node->input(k) != nullptr && l.inputs[k] != nullptr) fp[i].reads.push_back(range(l.inputs[k], l.node->input(k)));
+    }
+    for (int k = 0; k < l.node->num_outputs(); ++k) {
+      if (l.node->output(k) != nullptr && l.outputs[k] != nullptr) fp[i].writes.push_back(range(l.outputs[k], l.node->output(k)));
+    }
+    if (with_workspace && l.workspace != nullptr && l.op.workspace_bytes > 0) {
+      const uintptr_t lo = reinterpret_cast<uintptr_t>(l.workspace);
+      fp[i].writes.emplace_back(lo, lo + static_cast<uintptr_t>(l.op.workspace_bytes));
+    }
+  }
+  return fp;
+}
+
+// Spreads `launches` over `num_streams` streams, in two passes.
+//  1. Streams, from the dependencies through data and arena reuse (workspaces left out: the
+//     planner gives consecutive nodes the same workspace bytes, which would chain every GEMM): a
+//     launch follows the latest launch it depends on when that launch is the last on its stream
+//     (no wait), else takes the stream idle longest. A launch whose workspace exceeds
+//     `side_workspace` stays on the main stream (0).
+//  2. Each side stream s gets its own workspace, `side_base` + (s - 1) * `side_workspace`, used
+//     by its launches in their order; then the waits, from every dependency (the main stream's
+//     planned workspaces included): each launch waits for the latest dependency on every other
+//     stream it has not yet synchronised with.
+// Returns the number of streams used.
+int AssignStreams(std::vector<NodeLaunch>& launches, int num_streams, char* side_base, int64_t side_workspace) {
   for (NodeLaunch& l : launches) {
     l.stream = 0;
     l.waits.clear();
@@ -100,66 +134,70 @@ int AssignStreams(std::vector<NodeLaunch>& launches, int num_streams) {
   }
   if (num_streams <= 1) return 1;
   std::vector<int> order;
-  std::vector<Footprint> fp(launches.size());
   for (int i = 0; i < static_cast<int>(launches.size()); ++i) {
-    NodeLaunch& l = launches[i];
-    if (l.skip) continue;
-    order.push_back(i);
-    auto range = [](const void* p, const ir::Value* v) {
-      const uintptr_t lo = reinterpret_cast<uintptr_t>(p);
-      return std::make_pair(lo, lo + static_cast<uintptr_t>(Bytes(v->type())));
-    };
-    for (int k = 0; k < l.node->num_inputs(); ++k) {
-      if (l.node->input(k) != nullptr && l.inputs[k] != nullptr) fp[i].reads.push_back(range(l.inputs[k], l.node->input(k)));
-    }
-    for (int k = 0; k < l.node->num_outputs(); ++k) {
-      if (l.node->output(k) != nullptr && l.outputs[k] != nullptr) fp[i].writes.push_back(range(l.outputs[k], l.node->output(k)));
-    }
-    if (l.workspace != nullptr && l.op.workspace_bytes > 0) {
-      const uintptr_t lo = reinterpret_cast<uintptr_t>(l.workspace);
-      fp[i].writes.emplace_back(lo, lo + static_cast<uintptr_t>(l.op.workspace_bytes));
-    }
+    if (!launches[i].skip) order.push_back(i);
   }
-  const int s_count = num_streams;
-  std::vector<int> tail(s_count, -1);                       // last launch issued on each stream
-  std::vector<std::vector<int>> known(s_count, std::vector<int>(s_count, -1));  // known[s][t]: launches of t up to this index are done before s's next
-  std::vector<std::vector<int>> known_at(launches.size());  // known[stream] just after each launch
-  int used = 1;
-  for (size_t oi = 0; oi < order.size(); ++oi) {
+  auto depends = [](const Footprint& a, const Footprint& b) {
+    return Overlap(a.writes, b.reads) || Overlap(a.writes, b.writes) || Overlap(a.reads, b.writes);
+  };
+  // The latest dependency of order[oi] on each stream (earlier ones follow from stream order).
+  auto latest_deps = [&](const std::vector<Footprint>& fp, size_t oi) {
+    std::vector<int> dep(num_streams, -1);
     const int i = order[oi];
-    std::vector<int> dep(s_count, -1);  // latest dependency on each stream (earlier ones follow)
     for (size_t oj = oi; oj-- > 0;) {
       const int j = order[oj];
       const int sj = launches[j].stream;
-      if (dep[sj] >= 0) continue;
-      if (Overlap(fp[i].writes, fp[j].reads) || Overlap(fp[i].writes, fp[j].writes) || Overlap(fp[i].reads, fp[j].writes)) {
-        dep[sj] = j;
+      if (dep[sj] < 0 && depends(fp[i], fp[j])) dep[sj] = j;
+    }
+    return dep;
+  };
+  // 1. Streams.
+  {
+    const std::vector<Footprint> fp = Footprints(launches, /*with_workspace=*/false);
+    std::vector<int> tail(num_streams, -1);
+    for (size_t oi = 0; oi < order.size(); ++oi) {
+      const int i = order[oi];
+      const std::vector<int> dep = latest_deps(fp, oi);
+      int chosen = -1;
+      for (int s = 0; s < num_streams; ++s) {
+        if (dep[s] >= 0 && dep[s] == tail[s] && (chosen < 0 || tail[s] > tail[chosen])) chosen = s;
       }
-    }
-    int chosen = -1;
-    for (int s = 0; s < s_count; ++s) {
-      if (dep[s] >= 0 && dep[s] == tail[s] && (chosen < 0 || tail[s] > tail[chosen])) chosen = s;
-    }
-    if (chosen < 0) {
-      chosen = 0;
-      for (int s = 1; s < s_count; ++s) {
-        if (tail[s] < tail[chosen]) chosen = s;
+      if (chosen < 0) {
+        chosen = 0;
+        for (int s = 1; s < num_streams; ++s) {
+          if (tail[s] < tail[chosen]) chosen = s;
+        }
       }
+      if (launches[i].op.workspace_bytes > side_workspace) chosen = 0;
+      launches[i].stream = chosen;
+      tail[chosen] = i;
     }
+  }
+  // 2. Side workspaces, then the waits.
+  int used = 1;
+  for (int i : order) {
     NodeLaunch& l = launches[i];
-    l.stream = chosen;
-    used = std::max(used, chosen + 1);
-    std::vector<int>& k = known[chosen];
-    for (int s = 0; s < s_count; ++s) {
-      if (s == chosen || dep[s] < 0 || dep[s] <= k[s]) continue;
+    used = std::max(used, l.stream + 1);
+    if (l.stream > 0 && l.op.workspace_bytes > 0) l.workspace = side_base + (l.stream - 1) * side_workspace;
+  }
+  const std::vector<Footprint> fp = Footprints(launches, /*with_workspace=*/true);
+  // known[s][t]: the launches of stream t up to this index are complete before s's next launch.
+  std::vector<std::vector<int>> known(num_streams, std::vector<int>(num_streams, -1));
+  std::vector<std::vector<int>> known_at(launches.size());
+  for (size_t oi = 0; oi < order.size(); ++oi) {
+    const int i = order[oi];
+    NodeLaunch& l = launches[i];
+    const std::vector<int> dep = latest_deps(fp, oi);
+    std::vector<int>& k = known[l.stream];
+    for (int s = 0; s < num_streams; ++s) {
+      if (s == l.stream || dep[s] < 0 || dep[s] <= k[s]) continue;
       l.waits.push_back(dep[s]);
       launches[dep[s]].record = true;
       const std::vector<int>& then = known_at[dep[s]];
-      for (int t = 0; t < s_count; ++t) k[t] = std::max(k[t], then[t]);
+      for (int t = 0; t < num_streams; ++t) k[t] = std::max(k[t], then[t]);
       k[s] = std::max(k[s], dep[s]);
     }
-    tail[chosen] = i;
-    k[chosen] = i;
+    k[l.stream] = i;
     known_at[i] = k;
   }
   return used;
@@ -408,7 +446,20 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
       return position.at(x.node) < position.at(y.node);
     });
   }
-  arena_bytes = std::max<int64_t>(plan.peak_bytes, kAlign);
+  // Side streams (CudaExecutorOptions::streams) get workspaces of their own past the planned
+  // bytes: room for the largest workspace up to kMaxSideWorkspace each.
+  int want_streams = options.streams;
+  if (const char* env = std::getenv("OTTR_STREAMS")) want_streams = std::max(1, std::atoi(env));
+  want_streams = std::min(want_streams, 8);
+  int64_t side_workspace = 0;
+  if (want_streams > 1) {
+    for (const NodeLaunch& l : launches) {
+      if (l.op.workspace_bytes <= kMaxSideWorkspace) side_workspace = std::max(side_workspace, l.op.workspace_bytes);
+    }
+    side_workspace = (side_workspace + kAlign - 1) / kAlign * kAlign;
+  }
+  const int64_t side_base = (plan.peak_bytes + kAlign - 1) / kAlign * kAlign;
+  arena_bytes = std::max<int64_t>(side_base + (want_streams - 1) * side_workspace, kAlign);
   if (arena != nullptr) cudaFree(arena);
   arena = nullptr;
   OTTR_CUDA_RETURN_IF_ERROR(cudaMalloc(&arena, arena_bytes));
@@ -456,9 +507,7 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
     if (it != plan.workspace_offset.end()) l.workspace = static_cast<char*>(arena) + it->second;
   }
   // Streams: which launches overlap (CudaExecutorOptions::streams).
-  int want_streams = options.streams;
-  if (const char* env = std::getenv("OTTR_STREAMS")) want_streams = std::max(1, std::atoi(env));
-  streams_used = AssignStreams(launches, std::min(want_streams, 8));
+  streams_used = AssignStreams(launches, want_streams, static_cast<char*>(arena) + side_base, side_workspace);
   while (static_cast<int>(side_streams.size()) < streams_used - 1) {
     cudaStream_t side;
     OTTR_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithPriority(&side, cudaStreamNonBlocking, side_priority));
