@@ -45,7 +45,7 @@ cmp "$out/full.onnx" "$out/resumed.onnx" && echo "resume on CUDA: bit-identical 
 rm -f "$out"/*.onnx "$out"/ck*
 # Per-op breakdown of the CNN steps (each node launched alone).
 python3 bench/make_bench_models.py "$out/m" > /dev/null 2>&1
-for m in "cnn 1024 tf32" "cnn 1024 bf16" "cnn 128 tf32" "mlp_big 4096 bf16"; do
+for m in "cnn 1024 tf32" "cnn 1024 bf16" "cnn 128 tf32" "mlp_big 4096 bf16" "mlp_big 4096 tf32" "mlp_small 128 tf32"; do
   set -- $m
   timeout 90 dev-bundle/bin/ottr bench "$out/m/$1.onnx" --device cuda --batch $2 --optimizer adam --lr 1e-3 \
     --precision $3 --per-op --per-op-csv "$out/d/perop_$1_$2_$3.csv" > "$out/d/perop_$1_$2_$3.log" 2>&1
@@ -54,7 +54,7 @@ rm -rf "$out/m"
 echo "before compare: $((SECONDS - t0)) s"
 BUNDLE=dev-bundle timeout $((560 - (SECONDS - t0))) bench/compare "$out/d/compare" > "$out/d/compare.log" 2>&1
 echo "compare rc=$?"
-sed -n '/tf32 \/ fp32:/,$p' "$out/d/compare.log"
+sed -n '/^tf32:/,$p' "$out/d/compare.log"
 rm -rf "$out/d/compare/models"
 fi
 tar czf "$out/details.tgz" -C "$out" d && rm -rf "$out/d"
