@@ -174,6 +174,7 @@ class FuseGemmDActBgradPass : public Pass {
 // --- fuse-gemm-bgrad ----------------------------------------------------------------------------
 
 constexpr char kBgrad[] = "fuse-gemm-bgrad";
+constexpr double kLargeF32BgradMacs = 1e9;
 
 struct BgradPlan {
   fusion::BiasGradMatch bias;
@@ -219,6 +220,21 @@ std::optional<BgradPlan> MatchBgrad(Node* s, std::string* why) {
       *why = absl::StrCat("a 16-bit BGRAD epilogue for a bias of ", bias_elems,
                           " elements (< 64) is slower than the plain GEMM and a separate sum");
       return std::nullopt;
+    }
+    // A float32 (TF32) BGRAD on a large GEMM runs on slower kernels than the plain GEMM: the MLP
+    // 4096x4 step took 4933 µs with its five BGRADA weight gradients against 4848 µs with plain
+    // GEMMs and separate sums (H200, cuBLASLt 13.1, bench/compare of 2026-12-01).
+    if (d->type().dtype == ir::DType::kFloat32) {
+      const std::vector<int64_t> ad = ir::StaticDims(*g->input(0)->type().shape);
+      const std::vector<int64_t> bd = ir::StaticDims(*g->input(1)->type().shape);
+      const bool ta = g->GetInt("transA", 0) != 0, tb = g->GetInt("transB", 0) != 0;
+      const double macs = static_cast<double>(ta ? ad[1] : ad[0]) * static_cast<double>(ta ? ad[0] : ad[1]) *
+                          static_cast<double>(tb ? bd[0] : bd[1]);
+      if (macs > kLargeF32BgradMacs) {
+        *why = absl::StrCat("a float32 (TF32) BGRAD epilogue on a GEMM of ", macs,
+                            " multiply-adds (> 1e9) is slower than the plain GEMM and a separate sum");
+        return std::nullopt;
+      }
     }
     p.gemm = g;
     p.epilogue = u.index == 0 ? FusedEpilogue::kBgradA : FusedEpilogue::kBgradB;

@@ -54,7 +54,9 @@ struct Plan {
   std::string note;     // why the activation was not fused, if it was not
 };
 
-// m·n·k above which activation epilogues are not fused (see Match).
+// m·n·k above which activation epilogues are not fused (see Match): float32 (TF32) GEMMs and
+// 16-bit ones.
+constexpr double kLargeF32GemmMacs = 1e9;
 constexpr double kLargeGemmMacs = 1e10;
 
 // `p`, unless the root already is the bias-only FusedGemm the plan would make (nothing to fuse):
@@ -131,12 +133,16 @@ std::optional<Plan> Match(Node* root, std::string* why) {
   {
     // Measured on the H200 (cuBLASLt 13.1, TF32): at 4096x4096x4096 RELU_AUX_BIAS ran 460 us
     // against 312 us for the plain GEMM + 37 us ReLU, and DRELU_BGRAD 447 us against 317 + 51 +
-    // 23 us; at 8192x512x784 and below the fused forms won. Above kLargeGemmMacs only the bias
-    // is fused.
+    // 23 us. In TF32 the small MLP at batch 8192 (8192x512x784 and 8192x512x512) also ran faster
+    // unfused (264.7 against 293.0 µs per step, bench/compare of 2026-12-01), at batch 128 the
+    // same; in bf16 the fused forms win up to 4096³ excluded (there DRELU_BGRAD 264 µs against
+    // 158 + 26). Above kLargeF32GemmMacs (float32) or kLargeGemmMacs (16-bit) only the bias is
+    // fused.
     const std::vector<int64_t> a = ir::StaticDims(*at.shape);
     const int64_t k = root->GetInt("transA", 0) != 0 ? a[0] : a[1];
     const int64_t m = ir::StaticDims(*yt.shape)[0];
-    if (static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) > kLargeGemmMacs) {
+    const double large = at.dtype == ir::DType::kFloat32 ? kLargeF32GemmMacs : kLargeGemmMacs;
+    if (static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) > large) {
       p.note = absl::StrCat("large GEMM (", m, "x", n, "x", k, "): cuBLASLt's activation epilogues are "
                             "slower there than a separate activation kernel; bias only");
       return Unless(fe == FusedEpilogue::kBias, p, why);
