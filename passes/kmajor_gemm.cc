@@ -12,15 +12,16 @@
 //
 // It takes ONNX Gemm and ottr::FusedGemm with the epilogues that do not depend on the operands'
 // layout (none, bias) or that keep the summed operand as it is (bgrada sums A, so B is
-// transposed; bgradb sums B, so A is), float32 2-D static operands with transA = 1 and transB = 0,
-// and only GEMMs large enough that the transpose is paid back: m, n >= 128, m·n >= 2^20 and
-// k >= 1024. (H200: the 4096³ weight gradients went from 547 to 340 µs with the 35 µs transpose;
-// the small MLP's 512 x 784 x 8192 and 512 x 512 x 8192 ones at batch 8192 did not get faster,
-// and their two transposes took the step from 292.7 to 322.0 µs.) Otherwise it transposes the smaller operand (A on a tie: the product then has the
-// layout of a data gradient, dY·W), or the one another GEMM already had transposed: a value is
-// transposed once for all its GEMMs. The
-// training pipeline runs it last among the GEMM passes, only for TF32 steps on the GPU
-// (TrainingSpec::kmajor_gemm_operands); the CPU GEMM packs its operands either way.
+// transposed; bgradb sums B, so A is), float32 2-D static operands with transA = 1 and
+// transB = 0, and only GEMMs large enough that the transpose is paid back: m, n >= 128,
+// m·n >= 2^20 and k >= 1024. (H200: the 4096³ weight gradients took 317–340 µs after the ~35 µs
+// transpose; the small MLP's 512 x 784 x 8192 and 512 x 512 x 8192 ones at batch 8192 did not get
+// faster, and their two transposes took that step from 292.7 to 322.0 µs.) Otherwise it
+// transposes the smaller operand (A on a tie: the product then has the layout of a data
+// gradient, dY·W), or the one another GEMM already had transposed: a value is transposed once
+// for all its GEMMs. The training pipeline runs it after the GEMM fusion passes, only for TF32
+// steps on the GPU (TrainingSpec::kmajor_gemm_operands); the CPU GEMM packs its operands either
+// way.
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "ir/fused_gemm.h"
