@@ -44,8 +44,6 @@ using ir::Value;
 
 constexpr char kName[] = "fold-gemm-casts";
 
-bool IsLow(DType t) { return t == DType::kBFloat16 || t == DType::kFloat16; }
-
 bool CastsTo(const Node* n, DType t) {
   return fusion::IsOnnx(n, "Cast") && n->GetInt("to", 0) == ir::DTypeToOnnx(t);
 }
@@ -85,7 +83,7 @@ std::optional<Plan> Match(Node* cast, std::string* why) {
     return std::nullopt;
   }
   const DType low = x->type().dtype;
-  if (!IsLow(low) || g->input(0)->type().dtype != low) {
+  if (!fusion::IsLowFloat(low) || g->input(0)->type().dtype != low) {
     *why = absl::StrCat("the product ", x->name(), " is ", ir::DTypeName(low), " from ",
                         ir::DTypeName(g->input(0)->type().dtype), " operands, not a 16-bit GEMM");
     return std::nullopt;

@@ -43,6 +43,9 @@ absl::StatusOr<bool> MatchAndRewrite(const std::vector<ir::Node*>& roots, std::o
 // "" when cuBLASLt's epilogues run on `t` (f32, f16, bf16), else the reason they do not.
 std::string UnsupportedDType(ir::DType t);
 
+// A 16-bit float type of mixed precision: bfloat16 or float16.
+inline bool IsLowFloat(ir::DType t) { return t == ir::DType::kBFloat16 || t == ir::DType::kFloat16; }
+
 // The node that is the only reader of `v` (and `v` is not a graph output or state update), else
 // null.
 ir::Node* SoleUser(const ir::Value* v);

@@ -263,8 +263,17 @@ Assignment AssignBuffers(const Problem& p, const std::vector<int>& order,
         if (target != nullptr) update_reason[out] = absl::StrCat("it is a view of '", node.input(0)->name(), "'");
         continue;
       }
-      // In place: take over a dying input's buffer.
+      // `out` takes over buffer b, whose content ends here, as an alias of `source`.
       bool placed = false;
+      auto take = [&](int b, Alias::Kind kind, const ir::Value* source) {
+        a.buffers[b].values.push_back(out);
+        a.buffer_of[out] = b;
+        a.alias_of[out] = {kind, source};
+        content_last[b] = last_read.at(out);
+        taken.insert(b);
+        placed = true;
+      };
+      // In place: take over a dying input's buffer.
       // Why the output could not go over its update target (when it has one).
       std::string why_not = absl::StrCat(node.Describe(), " may not write output ", o, " over '",
                                          target ? target->name() : "", "'");
@@ -296,12 +305,7 @@ Assignment AssignBuffers(const Problem& p, const std::vector<int>& order,
           }
           continue;
         }
-        a.buffers[b].values.push_back(out);
-        a.buffer_of[out] = b;
-        a.alias_of[out] = {Alias::Kind::kInPlace, x};
-        content_last[b] = last_read.at(out);
-        taken.insert(b);
-        placed = true;
+        take(b, Alias::Kind::kInPlace, x);
         break;
       }
       // An update value the node does not compute from its target: straight into the target's
@@ -310,12 +314,7 @@ Assignment AssignBuffers(const Problem& p, const std::vector<int>& order,
         const int b = a.buffer_of.at(target);
         if (a.buffers[b].persistent && a.buffers[b].values[0] == target && !taken.contains(b) &&
             p.bytes.at(target) == p.bytes.at(out) && content_last[b] < k && reads_here[b] == 0) {
-          a.buffers[b].values.push_back(out);
-          a.buffer_of[out] = b;
-          a.alias_of[out] = {Alias::Kind::kUpdate, target};
-          content_last[b] = last_read.at(out);
-          taken.insert(b);
-          placed = true;
+          take(b, Alias::Kind::kUpdate, target);
         } else if (content_last[b] >= k) {
           why_not = absl::StrCat("'", target->name(), "' is read at position ", content_last[b], ", after ", Where(node, k));
         }

@@ -35,14 +35,12 @@ using ir::Value;
 
 constexpr char kName[] = "narrow-exact-ops";
 
-bool IsLow(DType t) { return t == DType::kBFloat16 || t == DType::kFloat16; }
-
 // The 16-bit value `v` widens (v = Cast(low, to = f32)), else null.
 Value* WidenedFrom(const Value* v) {
   const Node* p = v->producer();
   if (!fusion::IsOnnx(p, "Cast") || v->type().dtype != DType::kFloat32) return nullptr;
   Value* src = p->input(0);
-  return IsLow(src->type().dtype) ? src : nullptr;
+  return fusion::IsLowFloat(src->type().dtype) ? src : nullptr;
 }
 
 // Windows that tile without overlap: every stride >= its kernel, no dilation.
@@ -131,7 +129,7 @@ class NarrowExactOpsPass : public Pass {
   absl::StatusOr<bool> FoldCastPairs(ir::Graph& g) {
     bool changed = false;
     for (Node* c : g.nodes()) {
-      if (!fusion::IsOnnx(c, "Cast") || !IsLow(c->output(0)->type().dtype)) continue;
+      if (!fusion::IsOnnx(c, "Cast") || !fusion::IsLowFloat(c->output(0)->type().dtype)) continue;
       Value* src = WidenedFrom(c->input(0));
       if (src == nullptr || src->type().dtype != c->output(0)->type().dtype || g.IsRoot(c->output(0))) continue;
       g.ReplaceAllUsesWith(c->output(0), src);

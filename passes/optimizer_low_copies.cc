@@ -36,8 +36,6 @@ using ir::Value;
 
 constexpr char kName[] = "optimizer-low-copies";
 
-bool IsLow(DType t) { return t == DType::kBFloat16 || t == DType::kFloat16; }
-
 struct Pick {
   int k = 0;
   std::vector<Node*> casts;
@@ -74,7 +72,7 @@ class OptimizerLowCopiesPass : public Pass {
         Node* c = use.node;
         if (!fusion::IsOnnx(c, "Cast")) continue;
         const DType t = c->output(0)->type().dtype;
-        if (!IsLow(t) || (low != DType::kUndefined && t != low)) continue;
+        if (!fusion::IsLowFloat(t) || (low != DType::kUndefined && t != low)) continue;
         low = t;
         pick.casts.push_back(c);
       }

@@ -355,22 +355,11 @@ StepOut RunStep(const std::string& model, std::vector<int64_t> x_dims, bool fold
   if (!fold) spec.disabled_passes = {"fold-gemm-casts"};
   passes::PassManagerOptions o;
   o.check_changed = true;
-  auto step = passes::BuildTrainingGraph(**forward, spec, o);
-  EXPECT_TRUE(step.ok()) << step.status();
-  if (!step.ok()) return s;
-  for (const ir::Node* n : (*step)->nodes()) s.casts += n->op_type() == "Cast";
-  runtime::TensorMap feeds;
-  feeds[(*forward)->inputs()[0]->name()] = testing::RandomFloat(x_dims, 3, -1.0f, 1.0f);
-  feeds[passes::kLabelsInput] = testing::RandomInt64({x_dims[0]}, 4, 0, 9);
-  feeds[passes::kLrInput] = ir::Tensor::Scalar<float>(1e-3f);
-  auto exec = runtime::cpu::CpuExecutor::Create(**step);
-  EXPECT_TRUE(exec.ok()) << exec.status();
-  if (!exec.ok()) return s;
-  auto out = (*exec)->Run(feeds);
-  EXPECT_TRUE(out.ok()) << out.status();
-  if (!out.ok()) return s;
-  s.loss = (*out)[0].GetAsDouble(0);
-  for (size_t i = 1; i < out->size(); ++i) s.grads[(*step)->outputs()[i]->name()] = (*out)[i];
+  const testing::ModelStep m = testing::RunStepOnCpu(**forward, x_dims, spec, 1e-3f, o);
+  if (!m.step) return s;
+  for (const ir::Node* n : m.step->nodes()) s.casts += n->op_type() == "Cast";
+  s.loss = m.outputs[0].GetAsDouble(0);
+  for (size_t i = 1; i < m.outputs.size(); ++i) s.grads[m.step->outputs()[i]->name()] = m.outputs[i];
   return s;
 }
 

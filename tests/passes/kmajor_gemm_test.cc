@@ -9,8 +9,6 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "passes/fusion_passes.h"
-#include "runtime/executor.h"
-#include "runtime/tensor_compare.h"
 #include "tests/passes/pass_test_util.h"
 
 namespace ottr {
@@ -26,16 +24,7 @@ PassRun RunKMajor(const std::string& text) {
 // Transposing an operand moves values without rounding; the CPU GEMM may still add the k terms
 // in another order with the other packing, so the outputs agree to float32 summation error over
 // k = 1024 terms of magnitude < 1 (random inputs in [-1, 1)): relative 1e-5 is ~80 ulps.
-void ExpectSameNumbers(const PassRun& r) {
-  runtime::TensorMap feeds = testing::RandomFeeds(*r.before, 5);
-  std::vector<ir::Tensor> want = testing::RunOnCpu(*r.before, feeds);
-  std::vector<ir::Tensor> got = testing::RunOnCpu(*r.after, feeds);
-  ASSERT_EQ(want.size(), got.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    absl::Status s = runtime::AllClose(got[i], want[i], 1e-5, 1e-5);
-    EXPECT_TRUE(s.ok()) << "output " << i << ": " << s;
-  }
-}
+constexpr double kRtol = 1e-5;
 
 // A weight gradient with its bias gradient (bgrada sums A = dY, so B = X is the one transposed)
 // and a plain one of the same X: X is transposed once for both.
@@ -59,7 +48,7 @@ TEST(KMajorGemmOperandsTest, TransposesTheUnsummedOperandOnce) {
             "  %dw2 : f32[256,4096] = Gemm(%dy, %x.kmajor) {alpha = 0.5, transA = 1, transB = 1} origin \"fc2/grad\"\n"
             "  output %dw, %db, %dw2\n");
   EXPECT_TRUE(absl::StrContains(r.remarks, "transposed B (x) of node 'fc/grad' (ottr.FusedGemm)")) << r.remarks;
-  ExpectSameNumbers(r);
+  testing::ExpectSameOutputs(r, 5, kRtol);
 }
 
 // Without an epilogue the smaller operand is transposed: here A (dY, 1024 x 256 against X's
@@ -77,7 +66,7 @@ TEST(KMajorGemmOperandsTest, TransposesTheSmallerOperandOfAPlainGemm) {
             "  %dy.kmajor : f32[256,1024] = Transpose(%dy) {perm = ints[1, 0]} origin \"fc/grad\"\n"
             "  %dw : f32[256,4096] = Gemm(%dy.kmajor, %x) {transA = 0} origin \"fc/grad\"\n"
             "  output %dw\n");
-  ExpectSameNumbers(r);
+  testing::ExpectSameOutputs(r, 5, kRtol);
 }
 
 TEST(KMajorGemmOperandsTest, DeclinesSmallSixteenBitAndAuxGemms) {

@@ -29,19 +29,6 @@ testing::PassRun RunLayout(const std::string& text) {
   return testing::RunPassOnText(passes::CreateNhwcLayoutPass(), text);
 }
 
-// Same outputs, bit for bit: the channels-last graph runs the same kernels on the same numbers.
-void ExpectSameBits(const testing::PassRun& r) {
-  const runtime::TensorMap feeds = RandomFeeds(*r.before, 5);
-  const std::vector<ir::Tensor> want = RunOnCpu(*r.before, feeds);
-  const std::vector<ir::Tensor> got = RunOnCpu(*r.after, feeds);
-  ASSERT_EQ(want.size(), got.size());
-  ASSERT_FALSE(want.empty());
-  for (size_t o = 0; o < want.size(); ++o) {
-    EXPECT_EQ(got[o].dims(), want[o].dims()) << "output " << o;
-    EXPECT_TRUE(got[o].BitwiseEquals(want[o])) << "output " << o;
-  }
-}
-
 constexpr char kConvReluPool[] = R"(graph "g" {
   opset ai.onnx 17
   input %x : f32[2,3,10,10]
@@ -77,7 +64,7 @@ TEST(NhwcLayoutTest, ConvReluPoolRunChannelsLastWithTransposesAtTheEdge) {
   EXPECT_TRUE(absl::StrContains(r.remarks, "converted 4 nodes (2 convolutions) to channels-last; 2 activation "
                                            "tensors transposed at the edge"))
       << r.remarks;
-  ExpectSameBits(r);
+  testing::ExpectSameOutputs(r, 5);  // bit for bit: the same kernels on the same numbers
 }
 
 // A single-channel input moves a dim of size 1: a Reshape, not a Transpose.
@@ -96,7 +83,7 @@ TEST(NhwcLayoutTest, SingleChannelInputIsReshaped) {
   EXPECT_TRUE(absl::StrContains(body, "%x.nhwc : f32[2,9,9,1] = Reshape(%x, %x.nhwc.shape)")) << body;
   EXPECT_TRUE(absl::StrContains(body, "%w.nhwc : f32[5,3,3,1] = Reshape(%w, %w.nhwc.shape)")) << body;
   EXPECT_TRUE(absl::StrContains(body, "%r : f32[2,5,7,7] = Transpose(%r.nhwc) {perm = ints[0, 3, 1, 2]}")) << body;
-  ExpectSameBits(r);
+  testing::ExpectSameOutputs(r, 5);  // bit for bit: the same kernels on the same numbers
 }
 
 // Backward ops, an elementwise reader of two region values, and the bias gradient's ReduceSum

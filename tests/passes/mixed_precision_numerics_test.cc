@@ -44,6 +44,7 @@
 #include "passes/mixed_precision.h"
 #include "passes/training.h"
 #include "runtime/cpu/cpu_executor.h"
+#include "tests/passes/pass_test_util.h"
 #include "tests/test_util.h"
 
 namespace ottr {
@@ -183,21 +184,10 @@ StepOut RunStep(const std::string& model, std::vector<int64_t> input_dims, passe
   spec.precision = precision;
   spec.expose_gradients = true;
   spec.optimizer.kind = passes::OptimizerSpec::Kind::kSgd;
-  auto step = passes::BuildTrainingGraph(**forward, spec);
-  EXPECT_TRUE(step.ok()) << step.status();
-  if (!step.ok()) return s;
-  runtime::TensorMap feeds;
-  feeds[(*forward)->inputs()[0]->name()] = testing::RandomFloat(input_dims, 3, -1.0f, 1.0f);
-  feeds[passes::kLabelsInput] = testing::RandomInt64({input_dims[0]}, 4, 0, 9);
-  feeds[passes::kLrInput] = Tensor::Scalar<float>(1e-2f);
-  auto exec = runtime::cpu::CpuExecutor::Create(**step);
-  EXPECT_TRUE(exec.ok()) << exec.status();
-  if (!exec.ok()) return s;
-  auto out = (*exec)->Run(feeds);
-  EXPECT_TRUE(out.ok()) << out.status();
-  if (!out.ok()) return s;
-  s.loss = (*out)[0].GetAsDouble(0);
-  for (size_t i = 1; i < out->size(); ++i) s.grads[(*step)->outputs()[i]->name()] = (*out)[i];
+  const testing::ModelStep m = testing::RunStepOnCpu(**forward, input_dims, spec, 1e-2f);
+  if (!m.step) return s;
+  s.loss = m.outputs[0].GetAsDouble(0);
+  for (size_t i = 1; i < m.outputs.size(); ++i) s.grads[m.step->outputs()[i]->name()] = m.outputs[i];
   return s;
 }
 

@@ -103,21 +103,10 @@ StepOut RunStep(const std::string& model, std::vector<int64_t> x_dims, passes::P
   spec.expose_gradients = true;
   spec.narrow_exact_ops = narrow;
   spec.loss_scale.kind = passes::LossScaleSpec::Kind::kNone;
-  auto step = passes::BuildTrainingGraph(**forward, spec);
-  EXPECT_TRUE(step.ok()) << step.status();
-  if (!step.ok()) return s;
-  for (const ir::Node* n : (*step)->nodes()) s.casts += n->op_type() == "Cast";
-  runtime::TensorMap feeds;
-  feeds[(*forward)->inputs()[0]->name()] = testing::RandomFloat(x_dims, 3, -1.0f, 1.0f);
-  feeds[passes::kLabelsInput] = testing::RandomInt64({x_dims[0]}, 4, 0, 9);
-  feeds[passes::kLrInput] = ir::Tensor::Scalar<float>(1e-3f);
-  auto exec = runtime::cpu::CpuExecutor::Create(**step);
-  EXPECT_TRUE(exec.ok()) << exec.status();
-  if (!exec.ok()) return s;
-  auto out = (*exec)->Run(feeds);
-  EXPECT_TRUE(out.ok()) << out.status();
-  if (!out.ok()) return s;
-  for (size_t i = 0; i < out->size(); ++i) s.outputs[(*step)->outputs()[i]->name()] = (*out)[i];
+  const testing::ModelStep m = testing::RunStepOnCpu(**forward, x_dims, spec, 1e-3f);
+  if (!m.step) return s;
+  for (const ir::Node* n : m.step->nodes()) s.casts += n->op_type() == "Cast";
+  for (size_t i = 0; i < m.outputs.size(); ++i) s.outputs[m.step->outputs()[i]->name()] = m.outputs[i];
   return s;
 }
 

@@ -10,6 +10,7 @@
 #include "ir/parser.h"
 #include "ir/verifier.h"
 #include "runtime/cpu/cpu_executor.h"
+#include "runtime/tensor_compare.h"
 #include "tests/test_util.h"
 
 namespace ottr::testing {
@@ -69,6 +70,39 @@ PassRun RunPassOnText(std::unique_ptr<passes::Pass> pass, const std::string& tex
   EXPECT_TRUE(v.ok()) << v << "\n" << r.after->ToString();
   r.remarks = remarks.str();
   return r;
+}
+
+void ExpectSameOutputs(const PassRun& r, uint64_t seed, double rtol) {
+  const runtime::TensorMap feeds = RandomFeeds(*r.before, seed);
+  const std::vector<ir::Tensor> want = RunOnCpu(*r.before, feeds);
+  const std::vector<ir::Tensor> got = RunOnCpu(*r.after, feeds);
+  ASSERT_EQ(want.size(), got.size());
+  ASSERT_FALSE(want.empty());
+  for (size_t o = 0; o < want.size(); ++o) {
+    EXPECT_EQ(got[o].dims(), want[o].dims()) << "output " << o;
+    if (rtol == 0.0) {
+      EXPECT_TRUE(got[o].BitwiseEquals(want[o])) << "output " << o << "\n got  " << got[o].DebugString(8)
+                                                 << "\n want " << want[o].DebugString(8);
+    } else {
+      absl::Status s = runtime::AllClose(got[o], want[o], rtol, rtol);
+      EXPECT_TRUE(s.ok()) << "output " << o << ": " << s;
+    }
+  }
+}
+
+ModelStep RunStepOnCpu(const ir::Graph& forward, const std::vector<int64_t>& x_dims, const passes::TrainingSpec& spec,
+                       float lr, passes::PassManagerOptions options) {
+  ModelStep m;
+  auto step = passes::BuildTrainingGraph(forward, spec, std::move(options));
+  EXPECT_TRUE(step.ok()) << step.status();
+  if (!step.ok()) return m;
+  runtime::TensorMap feeds;
+  feeds[forward.inputs()[0]->name()] = RandomFloat(x_dims, 3, -1.0f, 1.0f);
+  feeds[passes::kLabelsInput] = RandomInt64({x_dims[0]}, 4, 0, 9);
+  feeds[passes::kLrInput] = ir::Tensor::Scalar<float>(lr);
+  m.outputs = RunOnCpu(**step, feeds);
+  if (!m.outputs.empty()) m.step = std::move(*step);
+  return m;
 }
 
 }  // namespace ottr::testing

@@ -10,6 +10,8 @@
 
 #include "ir/graph.h"
 #include "passes/pass.h"
+#include "passes/pass_manager.h"
+#include "passes/training.h"
 #include "runtime/executor.h"
 
 namespace ottr::testing {
@@ -35,6 +37,22 @@ struct PassRun {
   std::string remarks;
 };
 PassRun RunPassOnText(std::unique_ptr<passes::Pass> pass, const std::string& text);
+
+// Runs `r.before` and `r.after` on the CPU reference from RandomFeeds(seed) and expects the same
+// outputs (as many, none missing, the same dims): bit for bit when `rtol` is 0, else within
+// runtime::AllClose(rtol, rtol).
+void ExpectSameOutputs(const PassRun& r, uint64_t seed, double rtol = 0.0);
+
+// One training step of `forward` (passes::BuildTrainingGraph with `spec` and `options`) on the
+// CPU reference: the first input uniform in [-1, 1) with dims `x_dims` (seed 3), labels in
+// [0, 10) (seed 4), learning rate `lr`. `step` is null and `outputs` empty after a failure (a
+// gtest failure too).
+struct ModelStep {
+  std::unique_ptr<ir::Graph> step;
+  std::vector<ir::Tensor> outputs;
+};
+ModelStep RunStepOnCpu(const ir::Graph& forward, const std::vector<int64_t>& x_dims, const passes::TrainingSpec& spec,
+                       float lr, passes::PassManagerOptions options = {});
 
 }  // namespace ottr::testing
 
