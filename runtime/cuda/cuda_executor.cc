@@ -565,6 +565,11 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
     size_t n = 0;
     OTTR_CUDA_RETURN_IF_ERROR(cudaGraphGetNodes(graph, nullptr, &n));
     graph_nodes = static_cast<int64_t>(n);
+    // OTTR_GRAPH_DOT=FILE writes the captured step (every node, kernel names and parameters) as
+    // Graphviz: which kernels a library call adds to the launch count.
+    if (const char* dot = std::getenv("OTTR_GRAPH_DOT")) {
+      OTTR_CUDA_RETURN_IF_ERROR(cudaGraphDebugDotPrint(graph, dot, cudaGraphDebugDotFlagsKernelNodeParams));
+    }
     cudaGraphExec_t exec;
     // Kernel nodes keep their stream's priority (cudaGraphInstantiateFlagUseNodePriority).
     OTTR_CUDA_RETURN_IF_ERROR(cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagUseNodePriority));
