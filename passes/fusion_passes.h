@@ -11,6 +11,9 @@
 //                         ReduceSum -> one FusedGemm drelu_bgrad / dgelu_bgrad (or drelu / dgelu
 //                         without a bias gradient); the forward becomes relu_aux_bias to write
 //                         the mask. Removes the activation backward and the ReduceSum.
+//   fuse-relu-grad-bgrad  a ReluGrad left over (the GEMM epilogues declined it) whose output's
+//                         bias gradient is a ReduceSum -> one ottr::ReluGradBiasGrad kernel
+//                         (fuse_relu_grad_bgrad.cc; only with TrainingSpec::fuse_relu_grad_bgrad)
 //   fuse-gemm-bgrad       a bias gradient ReduceSum left over (e.g. of the last layer) goes into
 //                         the weight-gradient GEMM that reads the same dY: bgrada / bgradb.
 //                         Removes the ReduceSum.
@@ -31,6 +34,7 @@ std::unique_ptr<Pass> CreateFoldGemmCastsPass();
 std::unique_ptr<Pass> CreateFuseGemmEpiloguePass();
 std::unique_ptr<Pass> CreateFuseGemmDActBgradPass();
 std::unique_ptr<Pass> CreateFuseGemmBgradPass();
+std::unique_ptr<Pass> CreateFuseReluGradBgradPass();
 // passes/fuse_conv.cc: Conv + Relu -> ottr::Conv {activation = "relu"}; MaxPoolGrad + the
 // ReluGrad of its input -> ottr::MaxPoolGrad {relu_mask = 1}. They run after nhwc-layout.
 std::unique_ptr<Pass> CreateFuseConvActivationPass();

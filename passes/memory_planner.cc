@@ -49,7 +49,8 @@ bool IsViewOp(const ir::Node& n) {
 //   Sum, Mean, Max, Min (out 0 <- in 0 only: the kernel first writes input 0 into the output,
 //     which would clobber any other input it aliased);
 //   Where (out 0 <- in 1 or in 2 when not broadcast): BroadcastTernary;
-//   ottr::*Grad of the activations (out 0 <- dY or Z): BinaryLoop;
+//   ottr::*Grad of the activations (out 0 <- dY or Z): BinaryLoop; ottr::ReluGradBiasGrad the
+//     same, its column sums then read dX (on CUDA each thread reads an element before writing it);
 //   ottr::AdamUpdate (param', m', v' <- param, m, v) and ottr::SGDUpdate (param', buf' <- param,
 //     buf): one loop reading element i of every input before writing element i of the outputs;
 //   BatchNormalization in training mode (running mean/var <- input mean/var): the kernel copies
@@ -66,7 +67,7 @@ std::vector<InPlaceRule> DefaultInPlaceRules(const ir::Node& n) {
       new absl::flat_hash_set<std::string>{
           "ReluGrad", "LeakyReluGrad", "SigmoidGrad", "TanhGrad", "GeluGrad", "EluGrad",
           "SeluGrad", "CeluGrad", "SoftplusGrad", "HardSigmoidGrad", "HardSwishGrad",
-          "MishGrad", "SoftsignGrad", "ThresholdedReluGrad"};
+          "MishGrad", "SoftsignGrad", "ThresholdedReluGrad", "ReluGradBiasGrad"};
   std::vector<InPlaceRule> rules;
   auto add_if_full = [&](int out, int in) {
     if (SameLayout(n, out, in)) rules.push_back({out, in});

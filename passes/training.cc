@@ -517,6 +517,7 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
     pm.Add(CreateFoldGemmCastsPass());
     pm.Add(CreateFuseGemmEpiloguePass());
     pm.Add(CreateFuseGemmDActBgradPass());
+    if (spec.fuse_relu_grad_bgrad) pm.Add(CreateFuseReluGradBgradPass());
     pm.Add(CreateFuseGemmBgradPass());
   }
   if (spec.channels_last) pm.Add(CreateNhwcLayoutPass());

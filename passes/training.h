@@ -101,6 +101,11 @@ struct TrainingSpec {
   // ottr::FusedGemm nodes (passes/fusion_passes.h): one cuBLASLt epilogue launch where there were
   // several kernels. The tools turn it on for the CUDA executor.
   bool fuse_epilogues = false;
+  // With fuse_epilogues: a ReluGrad the GEMM epilogues left, and the ReduceSum of its output (a
+  // bias gradient), become one ottr::ReluGradBiasGrad kernel (fuse-relu-grad-bgrad) instead of
+  // going into the weight gradient's BGRAD epilogue or a separate reduction. Off until its CUDA
+  // kernel has been run and timed on the H200 (`--fuse-relu-grad-bgrad on`).
+  bool fuse_relu_grad_bgrad = false;
   // Run the 2-D convolutions, max pools and the elementwise nodes between them channels-last
   // (nhwc-layout, passes/layout.h), where cuDNN is fastest. The tools turn it on for the CUDA
   // executor.
@@ -140,7 +145,8 @@ std::string GradName(const std::string& param);
 //   even a single update), nan-guard (spec.nan_guard without loss scaling), unscale-gradients
 //   (with loss scaling), fold-gemm-casts, fuse-gemm-epilogue,
 //   narrow-exact-ops (when spec.narrow_exact_ops with bf16/fp16) before the grouping,
-//   fuse-gemm-dact-bgrad, fuse-gemm-bgrad (when spec.fuse_epilogues), nhwc-layout (when
+//   fuse-gemm-dact-bgrad, fuse-relu-grad-bgrad (also needs spec.fuse_relu_grad_bgrad),
+//   fuse-gemm-bgrad (when spec.fuse_epilogues), nhwc-layout (when
 //   spec.channels_last), kmajor-gemm-operands (when spec.kmajor_gemm_operands with TF32),
 //   fuse-conv-activation, fuse-maxpool-relu-grad (when spec.fuse_epilogues), optimizer-low-copies (when
 //   spec.optimizer_low_copies with bf16/fp16).

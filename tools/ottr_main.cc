@@ -22,7 +22,8 @@ constexpr char kUsage[] =
     "                                     runs the training pipeline and dumps IR (with the\n"
     "                                     fusion passes unless --fuse-epilogues off)\n"
     "  bench MODEL [training flags] [--batch N] [--device cuda|cpu] [--csv FILE] [--per-op]\n"
-    "        [--fuse-epilogues on|off] [--layout nchw|nhwc] [--disable-passes=a,b]\n"
+    "        [--fuse-epilogues on|off] [--fuse-relu-grad-bgrad on|off] [--layout nchw|nhwc]\n"
+    "        [--disable-passes=a,b]\n"
     "                                     µs per training step, launches per step, peak memory\n"
     "  test-data DIR... [--expected-failures FILE] [--rtol R] [--atol A] [--verbose]\n"
     "                                     runs ONNX backend-test folders\n";

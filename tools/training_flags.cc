@@ -12,7 +12,7 @@ namespace ottr::tools {
 std::set<std::string> TrainingValueFlags() {
   return {"loss", "logits", "loss-output", "ignore-index", "label-smoothing", "optimizer", "lr",
           "momentum", "dampening", "weight-decay", "beta1", "beta2", "eps", "clip-grad-norm",
-          "batch", "freeze", "dim", "multi-tensor-optimizer", "fuse-epilogues", "layout",
+          "batch", "freeze", "dim", "multi-tensor-optimizer", "fuse-epilogues", "fuse-relu-grad-bgrad", "layout",
           "disable-passes", "precision", "keep-fp32", "loss-scale",
           "loss-scale-growth-interval"};
 }
@@ -48,6 +48,12 @@ absl::StatusOr<passes::TrainingSpec> ParseTrainingSpec(const Args& args, int64_t
     const std::string m = args.get("fuse-epilogues");
     if (m != "on" && m != "off") return absl::InvalidArgumentError("--fuse-epilogues must be on or off");
     spec.fuse_epilogues = m == "on";
+  }
+  // --fuse-relu-grad-bgrad on|off (default off: passes/training.h, TrainingSpec::fuse_relu_grad_bgrad).
+  if (args.has("fuse-relu-grad-bgrad")) {
+    const std::string m = args.get("fuse-relu-grad-bgrad");
+    if (m != "on" && m != "off") return absl::InvalidArgumentError("--fuse-relu-grad-bgrad must be on or off");
+    spec.fuse_relu_grad_bgrad = m == "on";
   }
   // --layout nchw|nhwc (default: nhwc for the CUDA executor and `ottr passes`, set by the commands).
   if (args.has("layout")) {

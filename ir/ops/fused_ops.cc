@@ -1,5 +1,12 @@
 // Schemas of the ops the fusion passes make. ottr::FusedGemm's contract is in ir/fused_gemm.h.
 // Fusion runs on the training step after autodiff, so fused ops have no gradient rule.
+//
+// ottr::ReluGradBiasGrad(dY, Y) -> (dX, dB) {bias_type}: the backward of a ReLU layer and the
+// bias gradient of the layer that produced Y, in one pass over dY (fuse-relu-grad-bgrad):
+//   dX[r, c] = Y[r, c] > 0 ? dY[r, c] : 0        (dY's type, as ottr::ReluGrad)
+//   dB[c]    = Σ_r dX[r, c]                      (summed in float32 or wider, stored as bias_type)
+// dY and Y are one static 2-D float type; bias_type (an ONNX element type) is dY's type, or
+// float32 for 16-bit dY (default: dY's type).
 #include "absl/strings/str_cat.h"
 #include "ir/fused_gemm.h"
 #include "ir/op_registry.h"
@@ -110,9 +117,39 @@ absl::Status InferFusedGemm(InferenceContext& ctx) {
   return absl::OkStatus();
 }
 
+absl::Status InferReluGradBiasGrad(InferenceContext& ctx) {
+  const TensorType& dy = ctx.input_type(0);
+  const TensorType& y = ctx.input_type(1);
+  if (!dy.is_static() || dy.rank() != 2 || dy != y || !IsFloat(dy.dtype)) {
+    return ctx.Error(absl::StrCat("dY ", dy.ToString(), " and Y ", y.ToString(),
+                                  " must be one static 2-D float type and shape"));
+  }
+  DType b = dy.dtype;
+  if (ctx.node().attr("bias_type") != nullptr) {
+    absl::StatusOr<DType> o = DTypeFromOnnx(static_cast<int32_t>(ctx.node().GetInt("bias_type", 0)));
+    const bool widen = (dy.dtype == DType::kBFloat16 || dy.dtype == DType::kFloat16) && o.ok() &&
+                       *o == DType::kFloat32;
+    if (!o.ok() || (*o != dy.dtype && !widen)) {
+      return ctx.Error(absl::StrCat("bias_type ", ctx.node().GetInt("bias_type", 0), " must be dY's type ",
+                                    DTypeName(dy.dtype), " or f32 for 16-bit dY"));
+    }
+    b = *o;
+  }
+  ctx.set_output_type(0, dy);
+  ctx.set_output_type(1, TensorType(b, Shape{StaticDims(*dy.shape)[1]}));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void RegisterFusedOps(OpRegistry& r) {
+  r.Register(OpSchemaBuilder(std::string(kOttrDomain), "ReluGradBiasGrad")
+                 .Inputs(2, 2)
+                 .Outputs(2, 2)
+                 .Attr("bias_type", Kind::kInt)
+                 .Shape(InferReluGradBiasGrad)
+                 .NotDifferentiable()
+                 .Build());
   r.Register(OpSchemaBuilder(std::string(kOttrDomain), kFusedGemmOp)
                  .Inputs(2, 4)
                  .Outputs(1, 2)

@@ -1,6 +1,8 @@
 // CPU kernels of the activation backward ops (schemas and math in ir/grads/activation_grads.cc):
 //   ottr::{Relu,LeakyRelu,Sigmoid,Tanh,Gelu,Elu,Selu,Celu,Softplus,HardSigmoid,HardSwish,Mish,
-//          Softsign,ThresholdedRelu}Grad(dY, Z) -> dX     and    ottr::PReluGrad(dY, X, slope).
+//          Softsign,ThresholdedRelu}Grad(dY, Z) -> dX     and    ottr::PReluGrad(dY, X, slope);
+//   ottr::ReluGradBiasGrad(dY, Y) -> (dX, dB) (ir/ops/fused_ops.cc): ReluGrad and the column
+//   sums of dX, summed in double and rounded once to bias_type.
 //
 // Each elementwise op is a functor f(dy, z) over the compute type (float for float, float16 and
 // bfloat16; double for double) run by one contiguous loop. Branches are bitwise selects and exp,
@@ -186,6 +188,40 @@ absl::Status ActivationGradKernel(KernelContext& ctx) {
   });
 }
 
+// ReluGradBiasGrad(dY, Y) -> (dX, dB): dX as ReluGrad, dB[c] = Σ_r dX[r, c] in double.
+absl::Status ReluGradBiasGradKernel(KernelContext& ctx) {
+  OTTR_RETURN_IF_ERROR(ActivationGradKernel<ReluGradOp>(ctx));
+  const Tensor& dx = ctx.output(0);
+  if (dx.dims().size() != 2) {
+    return ctx.Error(absl::StrCat("dY ", DimsString(dx.dims()), " must be 2-D"));
+  }
+  const int64_t rows = dx.dims()[0], cols = dx.dims()[1];
+  ir::DType bt = dx.dtype();
+  if (ctx.node().attr("bias_type") != nullptr) {
+    OTTR_ASSIGN_OR_RETURN(bt, ir::DTypeFromOnnx(static_cast<int32_t>(ctx.attr_int("bias_type", 0))));
+  }
+  Tensor& db = ctx.AllocateOutput(1, bt, {cols});
+  std::vector<double> acc(static_cast<size_t>(cols), 0.0);
+  return ir::VisitDType(dx.dtype(), [&]<typename T>() -> absl::Status {
+    if constexpr (kIsFloat<T>) {
+      const T* p = dx.data<T>();
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) acc[c] += static_cast<double>(Load(p[r * cols + c]));
+      }
+      return ir::VisitDType(bt, [&]<typename B>() -> absl::Status {
+        if constexpr (kIsFloat<B>) {
+          for (int64_t c = 0; c < cols; ++c) db.data<B>()[c] = ConvertElement<B, double>(acc[c]);
+          return absl::OkStatus();
+        } else {
+          return ctx.Unsupported(absl::StrCat("bias_type ", ir::DTypeName(bt), " is not supported"));
+        }
+      });
+    } else {
+      return ctx.Unsupported(absl::StrCat("element type ", ir::DTypeName(dx.dtype()), " is not supported"));
+    }
+  });
+}
+
 absl::Status GeluGradKernel(KernelContext& ctx) {
   const std::string approximate = ctx.attr_string("approximate", "none");
   if (approximate != "none" && approximate != "tanh") {
@@ -291,6 +327,7 @@ absl::Status PReluGradKernel(KernelContext& ctx) {
 void RegisterActivationGradKernels(KernelRegistry& r) {
   const std::string d(ir::kOttrDomain);
   r.Register(d, "ReluGrad", ActivationGradKernel<ReluGradOp>);
+  r.Register(d, "ReluGradBiasGrad", ReluGradBiasGradKernel);
   r.Register(d, "LeakyReluGrad", ActivationGradKernel<LeakyReluGradOp>);
   r.Register(d, "SigmoidGrad", ActivationGradKernel<SigmoidGradOp>);
   r.Register(d, "TanhGrad", ActivationGradKernel<TanhGradOp>);

@@ -8,6 +8,7 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -162,6 +163,52 @@ OpCompiler ActivationGrad(ActivationOp op, const char* name) {
   };
 }
 
+// ReluGradBiasGrad(dY, Y) -> (dX, dB): one kernel (kernels/activation.h). Its per-strip counters
+// live in a small device buffer of the node's own (zeroed here; every launch leaves them zero),
+// the partial sums in the workspace; an output nobody reads is written to the workspace too.
+absl::StatusOr<CompiledOp> CompileReluGradBiasGrad(OpCompileContext& ctx) {
+  const DType t = ctx.input_type(0).dtype;
+  const std::vector<int64_t> dy = ctx.input_dims(0);
+  if (ctx.input_type(1).dtype != t || ctx.input_dims(1) != dy || dy.size() != 2) {
+    return ctx.Error(absl::StrCat("dY ", ir::DTypeName(t), DimsString(dy), " and Y ",
+                                  ir::DTypeName(ctx.input_type(1).dtype), DimsString(ctx.input_dims(1)),
+                                  " must have one type and 2-D shape"));
+  }
+  const DType bt = ctx.output_type(1).dtype;
+  if (ctx.output_dims(0) != dy || ctx.output_dims(1) != std::vector<int64_t>{dy[1]}) {
+    return ctx.Error(absl::StrCat("outputs ", DimsString(ctx.output_dims(0)), " and ", DimsString(ctx.output_dims(1)),
+                                  " do not match dY ", DimsString(dy)));
+  }
+  kernels::ReluBiasGradFn fn = kernels::FindReluGradBiasGrad(Code(t), Code(bt));
+  if (fn == nullptr) {
+    return ctx.Unsupported(absl::StrCat("dY of ", ir::DTypeName(t), " with a ", ir::DTypeName(bt), " bias gradient"));
+  }
+  const kernels::ReluBiasGradPlan plan = kernels::MakeReluBiasGradPlan(Code(t), dy[0], dy[1]);
+  void* raw = nullptr;
+  const size_t counter_bytes = static_cast<size_t>(plan.strips) * sizeof(unsigned);
+  OTTR_CUDA_RETURN_IF_ERROR(cudaMalloc(&raw, counter_bytes));
+  std::shared_ptr<void> counters(raw, [](void* p) { cudaFree(p); });
+  OTTR_CUDA_RETURN_IF_ERROR(cudaMemset(raw, 0, counter_bytes));
+  auto round_up = [](int64_t b) { return (b + 255) / 256 * 256; };
+  const int64_t partial_bytes = round_up(kernels::ReluBiasGradWorkspaceBytes(plan));
+  const int64_t dx_bytes = ctx.output_needed(0) ? 0 : round_up(ir::NumElements(dy) * static_cast<int64_t>(ir::DTypeSize(t)));
+  const int64_t db_bytes = ctx.output_needed(1) ? 0 : round_up(dy[1] * static_cast<int64_t>(ir::DTypeSize(bt)));
+  CompiledOp c;
+  c.workspace_bytes = partial_bytes + dx_bytes + db_bytes;
+  c.launch = [fn, plan, counters, partial_bytes, dx_bytes](const LaunchArgs& a) -> absl::Status {
+    if (plan.cols == 0) return absl::OkStatus();
+    char* ws = static_cast<char*>(a.workspace);
+    void* dx = a.outputs[0] != nullptr ? a.outputs[0] : ws + partial_bytes;
+    void* db = a.outputs.size() > 1 && a.outputs[1] != nullptr ? a.outputs[1] : ws + partial_bytes + dx_bytes;
+    nvtxRangePushA("ReluGradBiasGrad");
+    const cudaError_t e = fn(plan, a.inputs[0], a.inputs[1], dx, db, ws, static_cast<unsigned*>(counters.get()), a.stream);
+    nvtxRangePop();
+    OTTR_CUDA_RETURN_IF_ERROR(e);
+    return absl::OkStatus();
+  };
+  return c;
+}
+
 // The dSlope reduction of PReluGrad over output dims `out` (dY's), with X and slope broadcast
 // to it: each non-1 dim is kept (slope has it) or reduced (slope is broadcast along it);
 // neighbouring dims of one kind whose X strides also continue each other are merged.
@@ -307,6 +354,7 @@ void RegisterActivationCudaOps(CudaOpRegistry& r) {
 
   const std::string d(ir::kOttrDomain);
   r.Register(d, "ReluGrad", ActivationGrad(ActivationOp::kRelu, "ReluGrad"));
+  r.Register(d, "ReluGradBiasGrad", CompileReluGradBiasGrad);
   r.Register(d, "LeakyReluGrad", ActivationGrad(ActivationOp::kLeakyRelu, "LeakyReluGrad"));
   r.Register(d, "SigmoidGrad", ActivationGrad(ActivationOp::kSigmoid, "SigmoidGrad"));
   r.Register(d, "TanhGrad", ActivationGrad(ActivationOp::kTanh, "TanhGrad"));

@@ -74,6 +74,25 @@ using PReluGradSlopeFn = cudaError_t (*)(const SlopeReducePlan& plan, const void
                                          void* dslope, void* workspace, cudaStream_t stream);
 PReluGradSlopeFn FindPReluGradSlope(int type);  // activation_grad.cu
 
+// ReluGradBiasGrad(dY, Y) -> (dX, dB) over a row-major [rows, cols] (ir/ops/fused_ops.cc): dX as
+// ReluGrad, dB[c] = Σ_r dX[r, c] summed in float (double for double dY) and rounded once to the
+// bias type (dY's, or float32 for 16-bit dY). One kernel: row blocks write per-column partials
+// to the workspace and the last block of each column strip adds them in order (deterministic);
+// `counters` (strips of them, zero before the first launch) are left zero by every launch.
+struct ReluBiasGradPlan {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t rows_per_block = 0;
+  int64_t strips = 0;      // column strips of 32 x (16 / element size) columns
+  int64_t row_blocks = 0;  // partials per column
+  int64_t acc_bytes = 4;   // bytes of one partial
+};
+ReluBiasGradPlan MakeReluBiasGradPlan(int type, int64_t rows, int64_t cols);  // activation_grad.cu
+inline int64_t ReluBiasGradWorkspaceBytes(const ReluBiasGradPlan& p) { return p.row_blocks * p.cols * p.acc_bytes; }
+using ReluBiasGradFn = cudaError_t (*)(const ReluBiasGradPlan& p, const void* dy, const void* y, void* dx,
+                                       void* db, void* workspace, unsigned* counters, cudaStream_t stream);
+ReluBiasGradFn FindReluGradBiasGrad(int type, int bias_type);  // activation_grad.cu; null if unsupported
+
 }  // namespace ottr::cuda::kernels
 
 #endif  // OTTR_RUNTIME_CUDA_KERNELS_ACTIVATION_H_

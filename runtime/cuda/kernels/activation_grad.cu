@@ -303,6 +303,112 @@ cudaError_t PReluGradSlopeEntry(const SlopeReducePlan& p, const void* dy, const 
   return cudaGetLastError();
 }
 
+
+// ---- ReluGradBiasGrad -----------------------------------------------------------------------
+//
+// dX = ReluGrad(dY, Y) over [rows, cols] and dB[c] = Σ_r dX[r, c], one kernel. The grid is
+// strips of 32·V columns (V elements of 16 bytes per thread) by row blocks: each thread sums its
+// V columns over the block's rows (the 8 warps take every 8th row), the block adds its warps'
+// sums in warp order and writes one partial per column to the workspace, and the block of a strip
+// that finishes last (a per-strip counter, reset by that block for the next launch) adds the
+// strip's partials in row-block order. The order is fixed, so the result is deterministic.
+// dY, Y and dX may alias (in place): each element is read before the same thread writes it.
+
+template <typename T>
+using BiasAcc = std::conditional_t<std::is_same<T, double>::value, double, float>;
+
+template <typename T, typename B, bool kVec>
+__global__ void __launch_bounds__(kThreads)
+    ReluGradBiasGradKernel(const ReluBiasGradPlan p, const T* dy, const T* y, T* dx, B* __restrict__ db,
+                           BiasAcc<T>* __restrict__ partials, unsigned* __restrict__ counters, const ReluGradOp op) {
+  using A = BiasAcc<T>;
+  constexpr int V = 16 / static_cast<int>(sizeof(T));
+  constexpr int kWarps = kThreads / 32;
+  constexpr int kStrip = 32 * V;
+  __shared__ A red[kWarps][kStrip];
+  __shared__ bool last;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t strip0 = static_cast<int64_t>(blockIdx.x) * kStrip;
+  const int64_t c0 = strip0 + static_cast<int64_t>(lane) * V;
+  const int64_t r_begin = static_cast<int64_t>(blockIdx.y) * p.rows_per_block;
+  const int64_t r_end = min(p.rows, r_begin + p.rows_per_block);
+  A acc[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) acc[j] = A(0);
+  if (c0 < p.cols) {
+    for (int64_t r = r_begin + warp; r < r_end; r += kWarps) {
+      const int64_t off = r * p.cols + c0;
+      if constexpr (kVec) {
+        const Pack<T, V> g = *reinterpret_cast<const Pack<T, V>*>(dy + off);
+        const Pack<T, V> z = *reinterpret_cast<const Pack<T, V>*>(y + off);
+        Pack<T, V> o;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          o.v[j] = Apply<T>(op, g.v[j], z.v[j]);
+          acc[j] += static_cast<A>(Load(o.v[j]));
+        }
+        *reinterpret_cast<Pack<T, V>*>(dx + off) = o;
+      } else {
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          if (c0 + j < p.cols) {
+            const T o = Apply<T>(op, dy[off + j], y[off + j]);
+            dx[off + j] = o;
+            acc[j] += static_cast<A>(Load(o));
+          }
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < V; ++j) red[warp][lane * V + j] = acc[j];
+  __syncthreads();
+  for (int i = threadIdx.x; i < kStrip; i += kThreads) {
+    const int64_t c = strip0 + i;
+    if (c >= p.cols) continue;
+    A sum = A(0);
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) sum += red[w][i];
+    partials[static_cast<int64_t>(blockIdx.y) * p.cols + c] = sum;
+  }
+  // Publish the partials, then count this block in; the strip's last block sums them.
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(&counters[blockIdx.x], 1u) == gridDim.y - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int i = threadIdx.x; i < kStrip; i += kThreads) {
+    const int64_t c = strip0 + i;
+    if (c >= p.cols) continue;
+    A sum = A(0);
+#pragma unroll 8
+    for (unsigned b = 0; b < gridDim.y; ++b) sum += __ldcg(&partials[static_cast<int64_t>(b) * p.cols + c]);
+    db[c] = Store<B>(sum);
+  }
+  if (threadIdx.x == 0) counters[blockIdx.x] = 0u;
+}
+
+template <typename T, typename B>
+cudaError_t ReluGradBiasGradEntry(const ReluBiasGradPlan& p, const void* dy, const void* y, void* dx, void* db,
+                                  void* workspace, unsigned* counters, cudaStream_t stream) {
+  if (p.cols <= 0) return cudaSuccess;
+  if (workspace == nullptr || counters == nullptr || p.strips <= 0 || p.row_blocks <= 0) return cudaErrorInvalidValue;
+  constexpr int V = 16 / static_cast<int>(sizeof(T));
+  const dim3 grid(static_cast<unsigned>(p.strips), static_cast<unsigned>(p.row_blocks));
+  const bool vec = p.cols % V == 0 && Aligned16(dy) && Aligned16(y) && Aligned16(dx);
+  auto* part = static_cast<BiasAcc<T>*>(workspace);
+  const ReluGradOp op{ActivationParams{}};
+  if (vec) {
+    ReluGradBiasGradKernel<T, B, true><<<grid, kThreads, 0, stream>>>(
+        p, static_cast<const T*>(dy), static_cast<const T*>(y), static_cast<T*>(dx), static_cast<B*>(db), part, counters, op);
+  } else {
+    ReluGradBiasGradKernel<T, B, false><<<grid, kThreads, 0, stream>>>(
+        p, static_cast<const T*>(dy), static_cast<const T*>(y), static_cast<T*>(dx), static_cast<B*>(db), part, counters, op);
+  }
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 ActivationGradFn FindActivationGrad(ActivationOp op, int type) {
@@ -340,6 +446,40 @@ PReluGradSlopeFn FindPReluGradSlope(int type) {
   VisitType(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (kIsFloat<T>) fn = &PReluGradSlopeEntry<T>;
+  });
+  return fn;
+}
+
+ReluBiasGradPlan MakeReluBiasGradPlan(int type, int64_t rows, int64_t cols) {
+  ReluBiasGradPlan p;
+  p.rows = rows;
+  p.cols = cols;
+  int size = 4;
+  VisitType(type, [&](auto tag) { size = static_cast<int>(sizeof(typename decltype(tag)::type)); });
+  p.acc_bytes = size == 8 ? 8 : 4;
+  const int64_t strip = 32 * (16 / size);
+  p.strips = std::max<int64_t>(1, (cols + strip - 1) / strip);
+  // About six blocks of 256 threads per SM in all (the kernel streams 16-byte packs; more blocks
+  // only add partials to the final sum), each block at least one row per warp.
+  const int64_t target = static_cast<int64_t>(SmCount()) * 6;
+  const int64_t max_blocks = std::max<int64_t>(1, (rows + 7) / 8);
+  const int64_t want = std::clamp<int64_t>((target + p.strips - 1) / p.strips, 1, std::min<int64_t>(max_blocks, 65535));
+  p.rows_per_block = std::max<int64_t>(8, ((rows + want - 1) / want + 7) / 8 * 8);
+  p.row_blocks = std::max<int64_t>(1, (rows + p.rows_per_block - 1) / p.rows_per_block);
+  return p;
+}
+
+ReluBiasGradFn FindReluGradBiasGrad(int type, int bias_type) {
+  ReluBiasGradFn fn = nullptr;
+  VisitType(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (kIsFloat<T>) {
+      if (bias_type == type) {
+        fn = &ReluGradBiasGradEntry<T, T>;
+      } else if constexpr (kIsHalf<T>) {
+        if (bias_type == 1) fn = &ReluGradBiasGradEntry<T, float>;
+      }
+    }
   });
   return fn;
 }
