@@ -45,6 +45,11 @@ std::unique_ptr<Pass> CreateFuseMaxPoolReluGradPass();
 // passes/kmajor_gemm.cc: a large float32 GEMM whose operands both have k as their slow axis (the
 // weight gradients Xᵀ·dY) gets one operand transposed first, so TF32 Tensor Cores read it K-major.
 std::unique_ptr<Pass> CreateKMajorGemmOperandsPass();
+// passes/pad_gemm_dims.cc: a large bf16/fp16 GEMM whose k or n is not a multiple of 8 gets its
+// operands zero-padded (and its product sliced back) on the forward graph, before autodiff;
+// GEMMs under `min_macs` multiply-adds are declined.
+inline constexpr double kPadGemmDefaultMinMacs = 1e10;
+std::unique_ptr<Pass> CreatePadGemmDimsPass(double min_macs = kPadGemmDefaultMinMacs);
 
 }  // namespace ottr::passes
 

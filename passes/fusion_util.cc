@@ -116,7 +116,14 @@ std::optional<BiasGradMatch> FindBiasGrad(const ir::Value* d, int axis) {
 
 absl::StatusOr<ir::Node*> AddInferred(ir::Graph& g, ir::NodeSpec spec) {
   OTTR_ASSIGN_OR_RETURN(ir::Node * n, g.AddNode(std::move(spec)));
-  OTTR_RETURN_IF_ERROR(ir::InferNodeShapes(ir::OpRegistry::Global(), *n));
+  // Constant nodes feed the shape function with their values (Reshape's shape, Pad's pads,
+  // Slice's starts and ends), as in ir::InferGraphShapes.
+  std::vector<const ir::Tensor*> constants;
+  for (int i = 0; i < n->num_inputs(); ++i) {
+    const ir::Node* p = n->input(i) != nullptr ? n->input(i)->producer() : nullptr;
+    constants.push_back(IsOnnx(p, "Constant") && p->has_attr("value") ? &p->attr("value")->t() : nullptr);
+  }
+  OTTR_RETURN_IF_ERROR(ir::InferNodeShapes(ir::OpRegistry::Global(), *n, constants));
   return n;
 }
 

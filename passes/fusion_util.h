@@ -77,7 +77,7 @@ std::optional<BiasGradMatch> MatchBiasGrad(ir::Node* s, int* axis, std::string* 
 // The first bias gradient of `d` over `axis` among its readers.
 std::optional<BiasGradMatch> FindBiasGrad(const ir::Value* d, int axis);
 
-// Adds `spec`, infers its shapes and returns it.
+// Adds `spec`, infers its shapes (with the values of Constant-node inputs) and returns it.
 absl::StatusOr<ir::Node*> AddInferred(ir::Graph& g, ir::NodeSpec spec);
 
 // Erases `nodes` in order (each must be dead by then), then any Constant nodes that fed them and

@@ -489,6 +489,7 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
   if (spec.precision == Precision::kBf16 || spec.precision == Precision::kFp16) {
     pm.Add(CreateMixedPrecisionPass(
         spec.precision == Precision::kBf16 ? DType::kBFloat16 : DType::kFloat16, spec.keep_fp32));
+    if (spec.pad_gemm_dims) pm.Add(CreatePadGemmDimsPass(spec.pad_gemm_min_macs));
   }
   pm.Add(std::make_unique<AppendLossPass>(spec.loss));
   const LossScaleSpec::Kind scaling = EffectiveLossScale(spec);

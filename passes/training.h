@@ -123,6 +123,11 @@ struct TrainingSpec {
   // passes/mixed_precision.h). The copies are state: RefreshLowPrecisionCopies after setting
   // parameters from outside. The tools turn it on.
   bool optimizer_low_copies = false;
+  // With kBf16/kFp16: zero-pad large GEMMs whose k or n is not a multiple of 8 elements
+  // (pad-gemm-dims, passes/pad_gemm_dims.cc), so their leading dimensions are 16 bytes. Off until
+  // measured on the H200 (`--pad-gemm-dims on`).
+  bool pad_gemm_dims = false;
+  double pad_gemm_min_macs = 1e10;  // GEMMs smaller than this (m·n·k) are not padded
   Precision precision = Precision::kFp32;
   // Regex: with kBf16/kFp16, GEMM/conv nodes whose origin or output name matches stay float32.
   std::string keep_fp32;
@@ -139,7 +144,7 @@ std::string GradName(const std::string& param);
 
 // Adds the training pipeline's passes, in order, to `pm`:
 //   infer-shapes, simplify (constant-folding + cse + dce), mixed-precision (when spec.precision
-//   is kBf16 or kFp16), append-loss, scale-loss (with loss scaling), autodiff,
+//   is kBf16 or kFp16), pad-gemm-dims (then, with spec.pad_gemm_dims), append-loss, scale-loss (with loss scaling), autodiff,
 //   clip-gradients (when asked), optimizer, batchnorm-statistics, simplify,
 //   group-optimizer-updates (when spec.multi_tensor_updates or loss scaling; the latter groups
 //   even a single update), nan-guard (spec.nan_guard without loss scaling), unscale-gradients

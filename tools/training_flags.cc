@@ -12,7 +12,7 @@ namespace ottr::tools {
 std::set<std::string> TrainingValueFlags() {
   return {"loss", "logits", "loss-output", "ignore-index", "label-smoothing", "optimizer", "lr",
           "momentum", "dampening", "weight-decay", "beta1", "beta2", "eps", "clip-grad-norm",
-          "batch", "freeze", "dim", "multi-tensor-optimizer", "fuse-epilogues", "fuse-relu-grad-bgrad", "layout",
+          "batch", "freeze", "dim", "multi-tensor-optimizer", "fuse-epilogues", "fuse-relu-grad-bgrad", "pad-gemm-dims", "layout",
           "disable-passes", "precision", "keep-fp32", "loss-scale",
           "loss-scale-growth-interval"};
 }
@@ -54,6 +54,12 @@ absl::StatusOr<passes::TrainingSpec> ParseTrainingSpec(const Args& args, int64_t
     const std::string m = args.get("fuse-relu-grad-bgrad");
     if (m != "on" && m != "off") return absl::InvalidArgumentError("--fuse-relu-grad-bgrad must be on or off");
     spec.fuse_relu_grad_bgrad = m == "on";
+  }
+  // --pad-gemm-dims on|off (default off: passes/training.h, TrainingSpec::pad_gemm_dims).
+  if (args.has("pad-gemm-dims")) {
+    const std::string m = args.get("pad-gemm-dims");
+    if (m != "on" && m != "off") return absl::InvalidArgumentError("--pad-gemm-dims must be on or off");
+    spec.pad_gemm_dims = m == "on";
   }
   // --layout nchw|nhwc (default: nhwc for the CUDA executor and `ottr passes`, set by the commands).
   if (args.has("layout")) {
