@@ -1,5 +1,8 @@
 #include "tests/test_util.h"
 
+#include <cmath>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "ir/op_registry.h"
 #include "ir/status.h"
@@ -41,6 +44,24 @@ ir::Tensor RandomFloat(std::vector<int64_t> dims, uint64_t seed, float lo, float
   std::uniform_real_distribution<float> dist(lo, hi);
   for (float& x : t.span<float>()) x = dist(rng);
   return t;
+}
+
+ir::Tensor RandomBFloat16(std::vector<int64_t> dims, uint64_t seed, float lo, float hi) {
+  const ir::Tensor f = RandomFloat(std::move(dims), seed, lo, hi);
+  ir::Tensor b(ir::DType::kBFloat16, f.dims());
+  for (int64_t i = 0; i < f.num_elements(); ++i) b.data<ir::BFloat16>()[i] = ir::FloatToBFloat16(f.data<float>()[i]);
+  return b;
+}
+
+double NormwiseRelativeError(const ir::Tensor& got, const ir::Tensor& want) {
+  double d = 0, n = 0;
+  for (int64_t j = 0; j < want.num_elements() && j < got.num_elements(); ++j) {
+    const double w = want.GetAsDouble(j), y = got.GetAsDouble(j);
+    d += (y - w) * (y - w);
+    n += w * w;
+  }
+  if (n == 0) return d == 0 ? 0.0 : std::numeric_limits<double>::infinity();
+  return std::sqrt(d / n);
 }
 
 ir::Tensor RandomInt64(std::vector<int64_t> dims, uint64_t seed, int64_t lo, int64_t hi) {

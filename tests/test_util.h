@@ -23,8 +23,14 @@ absl::StatusOr<std::vector<ir::Tensor>> RunSingleNode(
 
 // Uniform random floats in [lo, hi) (never all zeros), deterministic for a seed.
 ir::Tensor RandomFloat(std::vector<int64_t> dims, uint64_t seed, float lo = -1.0f, float hi = 1.0f);
+// RandomFloat's values rounded to bfloat16 (round to nearest even).
+ir::Tensor RandomBFloat16(std::vector<int64_t> dims, uint64_t seed, float lo = -1.0f, float hi = 1.0f);
 // Uniform random integers in [lo, hi].
 ir::Tensor RandomInt64(std::vector<int64_t> dims, uint64_t seed, int64_t lo, int64_t hi);
+
+// ‖got − want‖₂ / ‖want‖₂ over all elements (same element count), in double; infinite when want
+// is all zeros and got is not.
+double NormwiseRelativeError(const ir::Tensor& got, const ir::Tensor& want);
 
 // Path of a file in the source tree (OTTR_SOURCE_DIR).
 std::string SourcePath(const std::string& relative);
