@@ -204,12 +204,7 @@ std::optional<BgradPlan> MatchBgrad(Node* s, std::string* why) {
     // operands (fold-gemm-casts) takes the sum's widening Cast along: the sum of dY is then
     // rounded once to f32 instead of to the 16-bit type.
     const ir::DType out = g->output(0)->type().dtype;
-    if (p.bias.result->type().dtype != out) {
-      Node* c = fusion::SoleUser(p.bias.result);
-      if (!fusion::IsOnnx(c, "Cast") || c->output(0)->type().dtype != out) continue;
-      p.bias.chain.push_back(c);
-      p.bias.result = c->output(0);
-    }
+    if (p.bias.result->type().dtype != out && !fusion::AppendCastTo(p.bias, out)) continue;
     // A 16-bit BGRAD whose bias has fewer than 64 elements runs on a slow cuBLASLt kernel (H200,
     // cuBLASLt 13.1: bf16 bgrada of a 10 x 512 x 8192 weight gradient 323 µs, against 19 µs for
     // the same GEMM in TF32 and a few µs for the plain GEMM and a separate sum): left unfused.

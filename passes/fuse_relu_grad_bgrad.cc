@@ -56,13 +56,8 @@ std::optional<Plan> Match(Node* r, std::string* why) {
   }
   p.bias = *m;
   p.bias_type = p.bias.result->type().dtype;
-  if (fusion::IsLowFloat(t.dtype)) {
-    Node* c = fusion::SoleUser(p.bias.result);
-    if (fusion::IsOnnx(c, "Cast") && c->output(0)->type().dtype == ir::DType::kFloat32) {
-      p.bias.chain.push_back(c);
-      p.bias.result = c->output(0);
-      p.bias_type = ir::DType::kFloat32;
-    }
+  if (fusion::IsLowFloat(t.dtype) && fusion::AppendCastTo(p.bias, ir::DType::kFloat32)) {
+    p.bias_type = ir::DType::kFloat32;
   }
   if (p.bias_type != t.dtype && p.bias_type != ir::DType::kFloat32) {
     *why = absl::StrCat("the bias gradient is ", ir::DTypeName(p.bias_type), ", neither dX's type nor f32");
@@ -83,7 +78,7 @@ absl::Status Rewrite(ir::Graph& g, const Plan& p, std::ostream* remarks) {
                                          g.UniqueName(p.bias.result->name() + ".fused")},
                                         std::move(attrs), r->origin()}));
   std::string what = absl::StrCat(r->Describe(), " + ", p.bias.chain[0]->Describe());
-  if (p.bias.chain.back() != p.bias.chain[0] && fusion::IsOnnx(p.bias.chain.back(), "Cast")) {
+  if (fusion::IsOnnx(p.bias.chain.back(), "Cast")) {
     absl::StrAppend(&what, " + its widening ", p.bias.chain.back()->Describe());
   }
   fusion::Renames renames;

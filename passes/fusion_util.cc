@@ -103,6 +103,14 @@ std::optional<BiasGradMatch> MatchBiasGrad(ir::Node* s, int* axis, std::string* 
   return m;
 }
 
+bool AppendCastTo(BiasGradMatch& m, ir::DType to) {
+  ir::Node* c = SoleUser(m.result);
+  if (!IsOnnx(c, "Cast") || c->output(0)->type().dtype != to) return false;
+  m.chain.push_back(c);
+  m.result = c->output(0);
+  return true;
+}
+
 std::optional<BiasGradMatch> FindBiasGrad(const ir::Value* d, int axis) {
   for (const ir::Use& u : d->uses()) {
     if (u.index != 0 || !IsOnnx(u.node, "ReduceSum")) continue;

@@ -74,6 +74,9 @@ struct BiasGradMatch {
 // Matches the pattern rooted at ReduceSum `s`; on failure returns the reason in `why`. `axis` is
 // the reduced axis (0 or 1).
 std::optional<BiasGradMatch> MatchBiasGrad(ir::Node* s, int* axis, std::string* why);
+// Extends `m` by the Cast that is the only reader of its result when that Cast converts to `to`
+// (a widened sum); returns whether it did.
+bool AppendCastTo(BiasGradMatch& m, ir::DType to);
 // The first bias gradient of `d` over `axis` among its readers.
 std::optional<BiasGradMatch> FindBiasGrad(const ir::Value* d, int axis);
 

@@ -93,6 +93,17 @@ std::optional<Plan> Match(Node* g, double min_macs, std::string* why) {
   return p;
 }
 
+// A Constant node holding the int64 vector `values`.
+absl::StatusOr<Value*> IntsConstant(ir::Graph& g, const std::string& name, const std::vector<int64_t>& values,
+                                    const std::string& origin) {
+  OTTR_ASSIGN_OR_RETURN(Node * c, g.AddNode({"Constant", "", {}, {g.UniqueName(name)},
+                                             {{"value", ir::Attribute(ir::Tensor::FromVector<int64_t>(
+                                                            {static_cast<int64_t>(values.size())}, values))}},
+                                             origin}));
+  OTTR_RETURN_IF_ERROR(ir::InferNodeShapes(ir::OpRegistry::Global(), *c));
+  return c->output(0);
+}
+
 // Pad(v, zeros before, extra[a] zeros after along each axis a); v itself when nothing is added.
 absl::StatusOr<Value*> PadAxes(ir::Graph& g, Value* v, const std::vector<int64_t>& extra, const std::string& origin) {
   const int rank = static_cast<int>(v->type().rank());
@@ -103,22 +114,10 @@ absl::StatusOr<Value*> PadAxes(ir::Graph& g, Value* v, const std::vector<int64_t
     any |= extra[a] != 0;
   }
   if (!any) return v;
-  OTTR_ASSIGN_OR_RETURN(Node * c, g.AddNode({"Constant", "", {}, {g.UniqueName(v->name() + ".pads")},
-                                             {{"value", ir::Attribute(ir::Tensor::FromVector<int64_t>(
-                                                            {static_cast<int64_t>(pads.size())}, pads))}},
-                                             origin}));
-  OTTR_RETURN_IF_ERROR(ir::InferNodeShapes(ir::OpRegistry::Global(), *c));
-  OTTR_ASSIGN_OR_RETURN(Node * pad, fusion::AddInferred(g, {"Pad", "", {v, c->output(0)}, {g.UniqueName(v->name() + ".pad")},
+  OTTR_ASSIGN_OR_RETURN(Value * c, IntsConstant(g, v->name() + ".pads", pads, origin));
+  OTTR_ASSIGN_OR_RETURN(Node * pad, fusion::AddInferred(g, {"Pad", "", {v, c}, {g.UniqueName(v->name() + ".pad")},
                                                            {{"mode", ir::Attribute("constant")}}, origin}));
   return pad->output(0);
-}
-
-absl::StatusOr<Value*> IntsConstant(ir::Graph& g, const std::string& name, int64_t v, const std::string& origin) {
-  OTTR_ASSIGN_OR_RETURN(Node * c, g.AddNode({"Constant", "", {}, {g.UniqueName(name)},
-                                             {{"value", ir::Attribute(ir::Tensor::FromVector<int64_t>({1}, {v}))}},
-                                             origin}));
-  OTTR_RETURN_IF_ERROR(ir::InferNodeShapes(ir::OpRegistry::Global(), *c));
-  return c->output(0);
 }
 
 absl::Status Rewrite(ir::Graph& g, const Plan& p, std::ostream* remarks) {
@@ -146,9 +145,9 @@ absl::Status Rewrite(ir::Graph& g, const Plan& p, std::ostream* remarks) {
                                                               gemm->attrs(), origin}));
   Value* out = padded->output(0);
   if (np > 0) {
-    OTTR_ASSIGN_OR_RETURN(Value * starts, IntsConstant(g, y->name() + ".starts", 0, origin));
-    OTTR_ASSIGN_OR_RETURN(Value * ends, IntsConstant(g, y->name() + ".ends", p.n, origin));
-    OTTR_ASSIGN_OR_RETURN(Value * axes, IntsConstant(g, y->name() + ".axes", 1, origin));
+    OTTR_ASSIGN_OR_RETURN(Value * starts, IntsConstant(g, y->name() + ".starts", {0}, origin));
+    OTTR_ASSIGN_OR_RETURN(Value * ends, IntsConstant(g, y->name() + ".ends", {p.n}, origin));
+    OTTR_ASSIGN_OR_RETURN(Value * axes, IntsConstant(g, y->name() + ".axes", {1}, origin));
     OTTR_ASSIGN_OR_RETURN(Node * slice, fusion::AddInferred(g, {"Slice", "", {out, starts, ends, axes},
                                                                {g.UniqueName(y->name() + ".sliced")}, {}, origin}));
     out = slice->output(0);

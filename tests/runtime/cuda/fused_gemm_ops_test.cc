@@ -268,27 +268,7 @@ TEST(CudaFusedGemmTest, FoldedBf16MlpStepMatchesTheSameGraphOnCpu) {
     f32_outputs += n->op_type() == ir::kFusedGemmOp && n->has_attr("output_type");
   }
   EXPECT_GE(f32_outputs, 8);  // 3 forward, 2 dX, 3 weight gradients
-  runtime::TensorMap feeds;
-  feeds["x"] = RandomFloat({128, 784}, 31, -1.0f, 1.0f);
-  feeds[passes::kLabelsInput] = RandomInt64({128}, 32, 0, 9);
-  feeds[passes::kLrInput] = Tensor::Scalar<float>(1e-3f);
-  auto cpu = runtime::cpu::CpuExecutor::Create(**step);
-  ASSERT_TRUE(cpu.ok()) << cpu.status();
-  auto want = (*cpu)->Run(feeds);
-  ASSERT_TRUE(want.ok()) << want.status();
-  cuda::CudaExecutorOptions o;
-  o.tf32 = false;
-  auto gpu = cuda::CudaExecutor::Create(**step, o);
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
-  auto got = (*gpu)->Run(feeds);
-  ASSERT_TRUE(got.ok()) << got.status();
-  ASSERT_EQ(got->size(), want->size());
-  const double u = std::ldexp(1.0, -8);
-  const double loss = (*want)[0].GetAsDouble(0);
-  EXPECT_LE(std::abs((*got)[0].GetAsDouble(0) - loss), u / 4 * std::abs(loss));
-  for (size_t i = 1; i < want->size(); ++i) {
-    EXPECT_LE(NormwiseRelativeError((*got)[i], (*want)[i]), u) << (*step)->outputs()[i]->name();
-  }
+  ExpectBf16MlpStepMatchesCpu(**step, 31);
 }
 
 TEST(CudaFusedGemmTest, FusedMlpStepMatchesUnfusedCpu) {

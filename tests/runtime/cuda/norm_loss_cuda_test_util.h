@@ -20,8 +20,10 @@
 #include "ir/op_registry.h"
 #include "ir/status.h"
 #include "ir/tensor.h"
+#include "passes/training.h"
 #include "runtime/cpu/cpu_executor.h"
 #include "runtime/tensor_compare.h"
+#include "tests/test_util.h"
 
 #ifdef OTTR_HAVE_CUDA
 #include "runtime/cuda/cuda_executor.h"
@@ -146,6 +148,41 @@ inline void ExpectMatchesCpu(const Case& c) {
                         << (*want)[i].DebugString(12);
     EXPECT_TRUE((*got)[1][i].BitwiseEquals(first[i])) << "output " << i << " differs between two replays";
   }
+}
+
+// One training step of a bf16 step graph of models/mlp (input x [128, 784] uniform in [-1, 1) from
+// `seed`, labels from seed + 1, lr 1e-3) on the GPU against the same graph on the CPU reference,
+// TF32 off. Both run the same 16-bit operands with float32 accumulation; they differ in the order
+// of the float32 sums (~1e-6 relative), which moves a bf16 Cast by one step (2u) only for a value
+// within that of a rounding boundary: far below u = 2^-8 normwise. Bound: u per output after the
+// loss (normwise), u/4 on the loss (output 0).
+inline void ExpectBf16MlpStepMatchesCpu(const ir::Graph& step, uint64_t seed) {
+#ifdef OTTR_HAVE_CUDA
+  runtime::TensorMap feeds;
+  feeds["x"] = RandomFloat({128, 784}, seed, -1.0f, 1.0f);
+  feeds[passes::kLabelsInput] = RandomInt64({128}, seed + 1, 0, 9);
+  feeds[passes::kLrInput] = ir::Tensor::Scalar<float>(1e-3f);
+  auto cpu = runtime::cpu::CpuExecutor::Create(step);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  auto want = (*cpu)->Run(feeds);
+  ASSERT_TRUE(want.ok()) << want.status();
+  cuda::CudaExecutorOptions o;
+  o.tf32 = false;
+  auto gpu = cuda::CudaExecutor::Create(step, o);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto got = (*gpu)->Run(feeds);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), want->size());
+  const double u = std::ldexp(1.0, -8);
+  const double loss = (*want)[0].GetAsDouble(0);
+  EXPECT_LE(std::abs((*got)[0].GetAsDouble(0) - loss), u / 4 * std::abs(loss));
+  for (size_t i = 1; i < want->size(); ++i) {
+    EXPECT_LE(NormwiseRelativeError((*got)[i], (*want)[i]), u) << step.outputs()[i]->name();
+  }
+#else
+  (void)step;
+  (void)seed;
+#endif
 }
 
 // Compiling `c` for CUDA fails with `code`, naming the node.

@@ -106,9 +106,8 @@ TEST(CudaReluGradBiasGradTest, MatchesCpuOnEveryTypeAndShape) {
 }
 
 // The bf16 MLP step with fuse-relu-grad-bgrad (fuse-gemm-dact-bgrad off, so the ReluGrads stay
-// as they do at 4096x4) on the GPU against the same graph on the CPU: the GEMMs sum bf16 products
-// in float in another order, so the bound of FoldedBf16MlpStepMatchesTheSameGraphOnCpu
-// (tests/runtime/cuda/fused_gemm_ops_test.cc): u = 2^-8 normwise per gradient, u/4 on the loss.
+// as they do at 4096x4) on the GPU against the same graph on the CPU (ExpectBf16MlpStepMatchesCpu:
+// u = 2^-8 normwise per gradient, u/4 on the loss).
 TEST(CudaReluGradBiasGradTest, Bf16MlpStepMatchesTheSameGraphOnCpu) {
   OTTR_REQUIRE_CUDA_DEVICE();
   auto forward = importer::ImportModelFile(SourcePath("models/mlp/model.onnx"));
@@ -127,27 +126,7 @@ TEST(CudaReluGradBiasGradTest, Bf16MlpStepMatchesTheSameGraphOnCpu) {
   int fused = 0;
   for (const ir::Node* n : (*step)->nodes()) fused += n->op_type() == "ReluGradBiasGrad";
   EXPECT_EQ(fused, 2);
-  runtime::TensorMap feeds;
-  feeds["x"] = RandomFloat({128, 784}, 41, -1.0f, 1.0f);
-  feeds[passes::kLabelsInput] = RandomInt64({128}, 42, 0, 9);
-  feeds[passes::kLrInput] = Tensor::Scalar<float>(1e-3f);
-  auto cpu = runtime::cpu::CpuExecutor::Create(**step);
-  ASSERT_TRUE(cpu.ok()) << cpu.status();
-  auto want = (*cpu)->Run(feeds);
-  ASSERT_TRUE(want.ok()) << want.status();
-  cuda::CudaExecutorOptions o;
-  o.tf32 = false;
-  auto gpu = cuda::CudaExecutor::Create(**step, o);
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
-  auto got = (*gpu)->Run(feeds);
-  ASSERT_TRUE(got.ok()) << got.status();
-  ASSERT_EQ(got->size(), want->size());
-  const double u = std::ldexp(1.0, -8);
-  const double loss = (*want)[0].GetAsDouble(0);
-  EXPECT_LE(std::abs((*got)[0].GetAsDouble(0) - loss), u / 4 * std::abs(loss));
-  for (size_t i = 1; i < want->size(); ++i) {
-    EXPECT_LE(NormwiseRelativeError((*got)[i], (*want)[i]), u) << (*step)->outputs()[i]->name();
-  }
+  ExpectBf16MlpStepMatchesCpu(**step, 41);
 }
 
 }  // namespace
