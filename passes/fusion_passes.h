@@ -13,7 +13,7 @@
 //                         the mask. Removes the activation backward and the ReduceSum.
 //   fuse-relu-grad-bgrad  a ReluGrad left over (the GEMM epilogues declined it) whose output's
 //                         bias gradient is a ReduceSum -> one ottr::ReluGradBiasGrad kernel
-//                         (fuse_relu_grad_bgrad.cc; only with TrainingSpec::fuse_relu_grad_bgrad)
+//                         (fuse_relu_grad_bgrad.cc; TrainingSpec::fuse_relu_grad_bgrad, default bf16/fp16)
 //   fuse-gemm-bgrad       a bias gradient ReduceSum left over (e.g. of the last layer) goes into
 //                         the weight-gradient GEMM that reads the same dY: bgrada / bgradb.
 //                         Removes the ReduceSum.
@@ -47,9 +47,12 @@ std::unique_ptr<Pass> CreateFuseMaxPoolReluGradPass();
 std::unique_ptr<Pass> CreateKMajorGemmOperandsPass();
 // passes/pad_gemm_dims.cc: a large bf16/fp16 GEMM whose k or n is not a multiple of 8 gets its
 // operands zero-padded (and its product sliced back) on the forward graph, before autodiff;
-// GEMMs under `min_macs` multiply-adds are declined.
-inline constexpr double kPadGemmDefaultMinMacs = 1e10;
-std::unique_ptr<Pass> CreatePadGemmDimsPass(double min_macs = kPadGemmDefaultMinMacs);
+// GEMMs of fewer than `min_rows` rows (m) or `min_macs` multiply-adds are declined (the defaults
+// are measured on the H200: passes/pad_gemm_dims.cc).
+inline constexpr double kPadGemmDefaultMinMacs = 1e7;
+inline constexpr int64_t kPadGemmDefaultMinRows = 512;
+std::unique_ptr<Pass> CreatePadGemmDimsPass(double min_macs = kPadGemmDefaultMinMacs,
+                                            int64_t min_rows = kPadGemmDefaultMinRows);
 
 }  // namespace ottr::passes
 

@@ -13,11 +13,16 @@
 // away, so the product is the same (up to the GEMM's summation order). It runs on the forward
 // graph after mixed-precision and before autodiff: the gradients of Pad (a Slice) and Slice (a
 // zero Pad) make the backward GEMMs dX = dY·W and dW = dYᵀ·X run on the padded shapes too. Each
-// padded GEMM costs a Pad per padded operand and a Slice per step forward and backward, so GEMMs
-// under `min_macs` multiply-adds are left alone (a remark says so): there the copies' launches and
-// bytes are a larger share than the misaligned kernel can lose (kDefaultMinMacs = 1e10, a guess
-// from the copy and GEMM rates of DEVICE.md, not yet measured on misaligned GEMMs). Float32 GEMMs are left alone
-// (TF32 and exact float32 kernels take any alignment the layouts allow); so are batched MatMuls.
+// padded GEMM costs a Pad per padded operand and a Slice per step forward and backward. The
+// weight's Pad (and its gradient's Slice) copy k·n elements while the misaligned kernel loses time
+// in proportion to m·k·n, so what decides is m, the rows of the product: GEMMs of fewer than
+// `min_rows` rows or `min_macs` multiply-adds are left alone (a remark says so). The defaults come
+// from the H200 (bench/RESULTS.md, 2026-12-01 (4), bf16 Adam steps, padding off -> on):
+//   MLP 4100-4096-1001: m = 256 437 -> 504 µs (slower), m = 1024 1735 -> 617, m = 4096 6213 -> 1137;
+//   MLP 1001-1024-1001: m = 512 181 -> 138, m = 4096 921 -> 316;
+//   MLP 784-512-512-10 (n = 10): m = 128 68.4 -> 76.7 (slower: 8 more launches), m = 8192 198.9 -> 184.8.
+// Float32 GEMMs are left alone (TF32 and exact float32 kernels take any alignment the layouts
+// allow); so are batched MatMuls.
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ir/op_registry.h"
@@ -58,7 +63,7 @@ bool IsCandidate(const Node* n) {
   return k % kAlign != 0 || cols % kAlign != 0;
 }
 
-std::optional<Plan> Match(Node* g, double min_macs, std::string* why) {
+std::optional<Plan> Match(Node* g, double min_macs, int64_t min_rows, std::string* why) {
   Plan p;
   p.gemm = g;
   p.ta = g->GetInt("transA", 0) != 0;
@@ -70,6 +75,11 @@ std::optional<Plan> Match(Node* g, double min_macs, std::string* why) {
   p.n = p.tb ? b[0] : b[1];
   const std::string dims = absl::StrCat(p.m, "x", p.n, "x", p.k, " (", ir::DTypeName(g->input(0)->type().dtype),
                                         ", k = ", p.k, ", n = ", p.n, ": not both multiples of ", kAlign, ")");
+  if (p.m < min_rows) {
+    *why = absl::StrCat("GEMM ", dims, " has ", p.m, " rows (< ", min_rows,
+                        "): the weight's Pad and its gradient's Slice would cost more than the misaligned kernel loses");
+    return std::nullopt;
+  }
   const double macs = static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k);
   if (macs < min_macs) {
     *why = absl::StrCat("GEMM ", dims, " has ", macs, " multiply-adds (< ", min_macs,
@@ -164,7 +174,7 @@ absl::Status Rewrite(ir::Graph& g, const Plan& p, std::ostream* remarks) {
 
 class PadGemmDimsPass : public Pass {
  public:
-  explicit PadGemmDimsPass(double min_macs) : min_macs_(min_macs) {}
+  PadGemmDimsPass(double min_macs, int64_t min_rows) : min_macs_(min_macs), min_rows_(min_rows) {}
   absl::string_view name() const override { return kName; }
 
   absl::StatusOr<bool> Run(ir::Graph& g) override {
@@ -175,16 +185,19 @@ class PadGemmDimsPass : public Pass {
     }
     // A rewrite replaces only its own GEMM: the other roots stay valid.
     return fusion::MatchAndRewrite(
-        roots, remarks(), kName, [&](Node* n, std::string* why) { return Match(n, min_macs_, why); },
+        roots, remarks(), kName, [&](Node* n, std::string* why) { return Match(n, min_macs_, min_rows_, why); },
         [&](const Plan& p) { return Rewrite(g, p, remarks()); });
   }
 
  private:
   double min_macs_;
+  int64_t min_rows_;
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> CreatePadGemmDimsPass(double min_macs) { return std::make_unique<PadGemmDimsPass>(min_macs); }
+std::unique_ptr<Pass> CreatePadGemmDimsPass(double min_macs, int64_t min_rows) {
+  return std::make_unique<PadGemmDimsPass>(min_macs, min_rows);
+}
 
 }  // namespace ottr::passes

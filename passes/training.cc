@@ -489,7 +489,7 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
   if (spec.precision == Precision::kBf16 || spec.precision == Precision::kFp16) {
     pm.Add(CreateMixedPrecisionPass(
         spec.precision == Precision::kBf16 ? DType::kBFloat16 : DType::kFloat16, spec.keep_fp32));
-    if (spec.pad_gemm_dims) pm.Add(CreatePadGemmDimsPass(spec.pad_gemm_min_macs));
+    if (spec.pad_gemm_dims) pm.Add(CreatePadGemmDimsPass(spec.pad_gemm_min_macs, spec.pad_gemm_min_rows));
   }
   pm.Add(std::make_unique<AppendLossPass>(spec.loss));
   const LossScaleSpec::Kind scaling = EffectiveLossScale(spec);
@@ -518,7 +518,8 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
     pm.Add(CreateFoldGemmCastsPass());
     pm.Add(CreateFuseGemmEpiloguePass());
     pm.Add(CreateFuseGemmDActBgradPass());
-    if (spec.fuse_relu_grad_bgrad) pm.Add(CreateFuseReluGradBgradPass());
+    const bool low = spec.precision == Precision::kBf16 || spec.precision == Precision::kFp16;
+    if (spec.fuse_relu_grad_bgrad.value_or(low)) pm.Add(CreateFuseReluGradBgradPass());
     pm.Add(CreateFuseGemmBgradPass());
   }
   if (spec.channels_last) pm.Add(CreateNhwcLayoutPass());

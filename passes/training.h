@@ -16,6 +16,7 @@
 #define OTTR_PASSES_TRAINING_H_
 
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -103,9 +104,11 @@ struct TrainingSpec {
   bool fuse_epilogues = false;
   // With fuse_epilogues: a ReluGrad the GEMM epilogues left, and the ReduceSum of its output (a
   // bias gradient), become one ottr::ReluGradBiasGrad kernel (fuse-relu-grad-bgrad) instead of
-  // going into the weight gradient's BGRAD epilogue or a separate reduction. Off until its CUDA
-  // kernel has been run and timed on the H200 (`--fuse-relu-grad-bgrad on`).
-  bool fuse_relu_grad_bgrad = false;
+  // going into the weight gradient's BGRAD epilogue or a separate reduction. Unset: on for
+  // bf16/fp16 steps only. On the H200 it took the bf16 MLP 4096x4 step from 2754.6 to 2656.8 µs
+  // (the BGRADA GEMMs' extra kernel gone); TF32 steps got no faster (4843.5 -> 4854.1 µs on the
+  // same MLP, 247.2 -> 246.8 on the small one at batch 8192), so they keep the BGRAD epilogue.
+  std::optional<bool> fuse_relu_grad_bgrad;
   // Run the 2-D convolutions, max pools and the elementwise nodes between them channels-last
   // (nhwc-layout, passes/layout.h), where cuDNN is fastest. The tools turn it on for the CUDA
   // executor.
@@ -123,11 +126,12 @@ struct TrainingSpec {
   // passes/mixed_precision.h). The copies are state: RefreshLowPrecisionCopies after setting
   // parameters from outside. The tools turn it on.
   bool optimizer_low_copies = false;
-  // With kBf16/kFp16: zero-pad large GEMMs whose k or n is not a multiple of 8 elements
-  // (pad-gemm-dims, passes/pad_gemm_dims.cc), so their leading dimensions are 16 bytes. Off until
-  // measured on the H200 (`--pad-gemm-dims on`).
-  bool pad_gemm_dims = false;
-  double pad_gemm_min_macs = 1e10;  // GEMMs smaller than this (m·n·k) are not padded
+  // With kBf16/kFp16: zero-pad GEMMs whose k or n is not a multiple of 8 elements (pad-gemm-dims,
+  // passes/pad_gemm_dims.cc), so their leading dimensions are 16 bytes; on the H200 this made a
+  // bf16 MLP 4100-4096-1001 step 5.5x faster at batch 4096 (`--pad-gemm-dims off` to compare).
+  bool pad_gemm_dims = true;
+  double pad_gemm_min_macs = 1e7;  // GEMMs smaller than this (m·n·k) are not padded
+  int64_t pad_gemm_min_rows = 512;  // nor GEMMs of fewer rows (m)
   Precision precision = Precision::kFp32;
   // Regex: with kBf16/kFp16, GEMM/conv nodes whose origin or output name matches stay float32.
   std::string keep_fp32;
@@ -144,13 +148,13 @@ std::string GradName(const std::string& param);
 
 // Adds the training pipeline's passes, in order, to `pm`:
 //   infer-shapes, simplify (constant-folding + cse + dce), mixed-precision (when spec.precision
-//   is kBf16 or kFp16), pad-gemm-dims (then, with spec.pad_gemm_dims), append-loss, scale-loss (with loss scaling), autodiff,
+//   is kBf16 or kFp16), pad-gemm-dims (then, with spec.pad_gemm_dims, the default), append-loss, scale-loss (with loss scaling), autodiff,
 //   clip-gradients (when asked), optimizer, batchnorm-statistics, simplify,
 //   group-optimizer-updates (when spec.multi_tensor_updates or loss scaling; the latter groups
 //   even a single update), nan-guard (spec.nan_guard without loss scaling), unscale-gradients
 //   (with loss scaling), fold-gemm-casts, fuse-gemm-epilogue,
 //   narrow-exact-ops (when spec.narrow_exact_ops with bf16/fp16) before the grouping,
-//   fuse-gemm-dact-bgrad, fuse-relu-grad-bgrad (also needs spec.fuse_relu_grad_bgrad),
+//   fuse-gemm-dact-bgrad, fuse-relu-grad-bgrad (spec.fuse_relu_grad_bgrad, unset: bf16/fp16 only),
 //   fuse-gemm-bgrad (when spec.fuse_epilogues), nhwc-layout (when
 //   spec.channels_last), kmajor-gemm-operands (when spec.kmajor_gemm_operands with TF32),
 //   fuse-conv-activation, fuse-maxpool-relu-grad (when spec.fuse_epilogues), optimizer-low-copies (when

@@ -12,7 +12,7 @@ namespace ottr::tools {
 std::set<std::string> TrainingValueFlags() {
   return {"loss", "logits", "loss-output", "ignore-index", "label-smoothing", "optimizer", "lr",
           "momentum", "dampening", "weight-decay", "beta1", "beta2", "eps", "clip-grad-norm",
-          "batch", "freeze", "dim", "multi-tensor-optimizer", "fuse-epilogues", "fuse-relu-grad-bgrad", "pad-gemm-dims", "layout",
+          "batch", "freeze", "dim", "multi-tensor-optimizer", "fuse-epilogues", "fuse-relu-grad-bgrad", "pad-gemm-dims", "pad-gemm-min-macs", "pad-gemm-min-rows", "layout",
           "disable-passes", "precision", "keep-fp32", "loss-scale",
           "loss-scale-growth-interval"};
 }
@@ -49,17 +49,35 @@ absl::StatusOr<passes::TrainingSpec> ParseTrainingSpec(const Args& args, int64_t
     if (m != "on" && m != "off") return absl::InvalidArgumentError("--fuse-epilogues must be on or off");
     spec.fuse_epilogues = m == "on";
   }
-  // --fuse-relu-grad-bgrad on|off (default off: passes/training.h, TrainingSpec::fuse_relu_grad_bgrad).
+  // --fuse-relu-grad-bgrad on|off (default: on for bf16/fp16, passes/training.h, TrainingSpec::fuse_relu_grad_bgrad).
   if (args.has("fuse-relu-grad-bgrad")) {
     const std::string m = args.get("fuse-relu-grad-bgrad");
     if (m != "on" && m != "off") return absl::InvalidArgumentError("--fuse-relu-grad-bgrad must be on or off");
     spec.fuse_relu_grad_bgrad = m == "on";
   }
-  // --pad-gemm-dims on|off (default off: passes/training.h, TrainingSpec::pad_gemm_dims).
+  // --pad-gemm-dims on|off (default on: passes/training.h, TrainingSpec::pad_gemm_dims).
   if (args.has("pad-gemm-dims")) {
     const std::string m = args.get("pad-gemm-dims");
     if (m != "on" && m != "off") return absl::InvalidArgumentError("--pad-gemm-dims must be on or off");
     spec.pad_gemm_dims = m == "on";
+  }
+  // --pad-gemm-min-macs N: pad-gemm-dims leaves GEMMs of fewer than N multiply-adds (m·n·k) alone.
+  if (args.has("pad-gemm-min-macs")) {
+    double v = 0;
+    if (!absl::SimpleAtod(args.get("pad-gemm-min-macs"), &v) || !(v >= 0)) {
+      return absl::InvalidArgumentError("--pad-gemm-min-macs must be a number >= 0, got '" +
+                                        args.get("pad-gemm-min-macs") + "'");
+    }
+    spec.pad_gemm_min_macs = v;
+  }
+  // --pad-gemm-min-rows N: nor GEMMs of fewer than N rows.
+  if (args.has("pad-gemm-min-rows")) {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(args.get("pad-gemm-min-rows"), &v) || v < 0) {
+      return absl::InvalidArgumentError("--pad-gemm-min-rows must be an integer >= 0, got '" +
+                                        args.get("pad-gemm-min-rows") + "'");
+    }
+    spec.pad_gemm_min_rows = v;
   }
   // --layout nchw|nhwc (default: nhwc for the CUDA executor and `ottr passes`, set by the commands).
   if (args.has("layout")) {

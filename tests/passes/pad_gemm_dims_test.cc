@@ -54,7 +54,7 @@ constexpr char kGemm[] = R"(graph "g" {
 })";
 
 TEST(PadGemmDimsTest, PadsKAndNAndSlicesTheProductBack) {
-  PassRun r = testing::RunPassOnText(passes::CreatePadGemmDimsPass(0), kGemm);
+  PassRun r = testing::RunPassOnText(passes::CreatePadGemmDimsPass(0, 0), kGemm);
   ASSERT_TRUE(r.after);
   EXPECT_TRUE(r.changed);
   EXPECT_EQ(IrBody(*r.after),
@@ -77,7 +77,7 @@ TEST(PadGemmDimsTest, PadsKAndNAndSlicesTheProductBack) {
 }
 
 TEST(PadGemmDimsTest, PadsOnlyKOfAMatMul) {
-  PassRun r = testing::RunPassOnText(passes::CreatePadGemmDimsPass(0), R"(graph "g" {
+  PassRun r = testing::RunPassOnText(passes::CreatePadGemmDimsPass(0, 0), R"(graph "g" {
   opset ai.onnx 17
   input %x : bf16[8,12]
   input %w : bf16[12,16]
@@ -96,14 +96,19 @@ TEST(PadGemmDimsTest, PadsOnlyKOfAMatMul) {
 }
 
 TEST(PadGemmDimsTest, DeclinesSmallGemmsAndLeavesOthersAlone) {
-  // The default threshold: an 8x10x20 GEMM is far too small to pay for the copies.
+  // The default thresholds: an 8x10x20 GEMM has too few rows to pay for the weight's copies.
   PassRun small = testing::RunPassOnText(passes::CreatePadGemmDimsPass(), kGemm);
   ASSERT_TRUE(small.after);
   EXPECT_FALSE(small.changed);
   EXPECT_EQ(IrBody(*small.after), IrBody(*small.before));
   EXPECT_TRUE(absl::StrContains(small.remarks, "declined node 'fc' (Gemm): GEMM 8x10x20 (bf16, k = 20, n = 10: not "
-                                               "both multiples of 8) has 1600 multiply-adds (< 1e+10)"))
+                                               "both multiples of 8) has 8 rows (< 512)"))
       << small.remarks;
+  // Without the rows bound, the multiply-add bound declines it.
+  PassRun few = testing::RunPassOnText(passes::CreatePadGemmDimsPass(1e4, 0), kGemm);
+  ASSERT_TRUE(few.after);
+  EXPECT_FALSE(few.changed);
+  EXPECT_TRUE(absl::StrContains(few.remarks, "has 1600 multiply-adds (< 10000)")) << few.remarks;
   // Float32 and aligned 16-bit GEMMs are not candidates: no change and no remark.
   for (const char* text : {R"(graph "g" {
   opset ai.onnx 17
@@ -119,7 +124,7 @@ TEST(PadGemmDimsTest, DeclinesSmallGemmsAndLeavesOthersAlone) {
   %h : bf16[8,16] = Gemm(%x, %w) {transB = 1} origin "fc"
   output %h
 })"}) {
-    PassRun r = testing::RunPassOnText(passes::CreatePadGemmDimsPass(0), text);
+    PassRun r = testing::RunPassOnText(passes::CreatePadGemmDimsPass(0, 0), text);
     ASSERT_TRUE(r.after);
     EXPECT_FALSE(r.changed);
     EXPECT_EQ(r.remarks, "");
@@ -141,9 +146,11 @@ TEST(PadGemmDimsTrainingTest, Bf16MlpStepWithThePaddedLastLayer) {
   spec.fuse_epilogues = true;
   spec.narrow_exact_ops = true;
   spec.expose_gradients = true;
+  spec.pad_gemm_dims = false;
   passes::TrainingSpec padded = spec;
   padded.pad_gemm_dims = true;
   padded.pad_gemm_min_macs = 0;
+  padded.pad_gemm_min_rows = 0;
   std::ostringstream remarks;
   passes::PassManagerOptions o;
   o.remarks = &remarks;
