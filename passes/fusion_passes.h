@@ -1,6 +1,8 @@
 // The GEMM fusion passes of the training step (ir/fused_gemm.h has the node they make). They run
 // after autodiff and the optimizer, in this order, when TrainingSpec::fuse_epilogues is set:
 //
+//   fuse-sce-grad         the loss and its gradient (and the Cast of dlogits) -> one
+//                         ottr::SoftmaxCrossEntropyWithGrad (fuse_sce_grad.cc)
 //   fold-gemm-casts       mixed precision: Cast(to = f32) of a bf16/f16 GEMM's product -> the
 //                         GEMM (an ottr::FusedGemm none / bias) writes f32 itself, the bias added
 //                         in f32 from the f32 parameter (removes the Casts; fold_gemm_casts.cc)
@@ -42,6 +44,9 @@ std::unique_ptr<Pass> CreateFuseConvActivationPass();
 // 16-bit producers run in the 16-bit type instead of a float32 round trip (bf16/fp16 steps).
 std::unique_ptr<Pass> CreateNarrowExactOpsPass();
 std::unique_ptr<Pass> CreateFuseMaxPoolReluGradPass();
+// passes/fuse_sce_grad.cc: ottr::SoftmaxCrossEntropy + its SoftmaxCrossEntropyGrad (+ the Cast of
+// dlogits to the GEMM type) -> one ottr::SoftmaxCrossEntropyWithGrad, no log_prob in between.
+std::unique_ptr<Pass> CreateFuseSceGradPass();
 // passes/kmajor_gemm.cc: a large float32 GEMM whose operands both have k as their slow axis (the
 // weight gradients Xᵀ·dY) gets one operand transposed first, so TF32 Tensor Cores read it K-major.
 std::unique_ptr<Pass> CreateKMajorGemmOperandsPass();

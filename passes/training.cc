@@ -515,6 +515,7 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
     if (spec.multi_tensor_updates && spec.nan_guard) pm.Add(CreateNanGuardPass());
   }
   if (spec.fuse_epilogues) {
+    pm.Add(CreateFuseSceGradPass());
     pm.Add(CreateFoldGemmCastsPass());
     pm.Add(CreateFuseGemmEpiloguePass());
     pm.Add(CreateFuseGemmDActBgradPass());

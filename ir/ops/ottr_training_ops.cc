@@ -6,6 +6,11 @@
 //            cross_entropy with label_smoothing ε; 0/0 = NaN when every row is ignored, as PyTorch)
 //   ottr::SoftmaxCrossEntropyGrad(dloss f32[], log_prob f32[N,C], labels i64[N]) -> dlogits f32[N,C]
 //     dlogits[i] = dloss / count · (softmax[i] - (1 - ε) · onehot(y_i) - ε / C), 0 for ignored rows
+//   ottr::SoftmaxCrossEntropyWithGrad(logits f32[N,C], labels i64[N], dloss f32[]) -> (loss f32[], dlogits)
+//     {grad_type}: SoftmaxCrossEntropy and its SoftmaxCrossEntropyGrad in one node, without the
+//     log_prob between them (fuse-sce-grad). The same values: softmax[i] is exp of log_prob
+//     rounded to the logits' type, dlogits is rounded to that type and then, when grad_type (an
+//     ONNX element type) is given, to it (the Cast to the GEMM type of a 16-bit step folded).
 //   ottr::SGDUpdate(param, grad, lr f32[], step i64[], [buf]) -> (param', [buf'])
 //     PyTorch SGD: g = grad + wd · param; buf = g on step 1, else momentum · buf + (1 - dampening) · g;
 //     g = g + momentum · buf (nesterov) or buf; param' = param - lr · g
@@ -144,6 +149,26 @@ absl::Status InferSce(InferenceContext& ctx) {
   return absl::OkStatus();
 }
 
+absl::Status InferSceWithGrad(InferenceContext& ctx) {
+  OTTR_RETURN_IF_ERROR(InferSce(ctx));
+  const TensorType& logits = ctx.input_type(0);
+  const TensorType& dloss = ctx.input_type(2);
+  if (!IsFloat(dloss.dtype)) return ctx.Error(absl::StrCat("dloss must be a float scalar, got ", dloss.ToString()));
+  if (dloss.shape && !dloss.shape->empty()) {
+    return ctx.Error(absl::StrCat("dloss must be a scalar, got ", dloss.ToString()));
+  }
+  DType g = logits.dtype;
+  if (ctx.node().attr("grad_type") != nullptr) {
+    absl::StatusOr<DType> o = DTypeFromOnnx(static_cast<int32_t>(ctx.node().GetInt("grad_type", 0)));
+    if (!o.ok() || !IsFloat(*o)) {
+      return ctx.Error(absl::StrCat("grad_type ", ctx.node().GetInt("grad_type", 0), " is not a float element type"));
+    }
+    g = *o;
+  }
+  ctx.set_output_type(1, TensorType(g, logits.shape));
+  return absl::OkStatus();
+}
+
 absl::Status InferParamUpdate(InferenceContext& ctx) {
   for (int i = 0; i < ctx.num_outputs(); ++i) {
     // Outputs mirror (param, states...): output 0 is the param, output k the k-th state input.
@@ -204,6 +229,15 @@ void RegisterOptimizerOps(OpRegistry& r) {
                  .Attr("ignore_index", K::kInt)
                  .Attr("label_smoothing", K::kFloat)
                  .Shape([](InferenceContext& ctx) { return SameAsInput(ctx, 1); })
+                 .NotDifferentiable()
+                 .Build());
+  r.Register(OpSchemaBuilder(std::string(kOttrDomain), "SoftmaxCrossEntropyWithGrad")
+                 .Inputs(3, 3)
+                 .Outputs(2, 2)
+                 .Attr("ignore_index", K::kInt)
+                 .Attr("label_smoothing", K::kFloat)
+                 .Attr("grad_type", K::kInt)
+                 .Shape(InferSceWithGrad)
                  .NotDifferentiable()
                  .Build());
   r.Register(OpSchemaBuilder(std::string(kOttrDomain), "SGDUpdate")

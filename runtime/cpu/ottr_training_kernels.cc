@@ -30,22 +30,15 @@ absl::Status CheckLabels(KernelContext& ctx, const Tensor& labels, int64_t class
   return absl::OkStatus();
 }
 
+// The SoftmaxCrossEntropy rows of `x` [n, c]: writes log_prob (rounded to T) to `lp` and
+// returns the mean loss over the rows whose label is not `ignore` (labels already checked).
 template <typename T>
-absl::Status SceForward(KernelContext& ctx) {
-  const Tensor& logits = ctx.input(0);
-  const Tensor& labels = ctx.input(1);
-  const int64_t n = logits.dim(0), c = logits.dim(1);
-  const int64_t ignore = ctx.attr_int("ignore_index", -100);
-  const double eps = ctx.attr_float("label_smoothing", 0.0f);
-  if (labels.num_elements() != n) return ctx.Error("labels and logits disagree on the batch size");
-  absl::Status s = CheckLabels(ctx, labels, c, ignore);
-  if (!s.ok()) return s;
-  Tensor& lp = ctx.AllocateOutput(1, logits.dtype(), logits.dims());
+T SceRows(const T* xs, const Tensor& labels, int64_t n, int64_t c, int64_t ignore, double eps, T* lp) {
   double total = 0.0;
   int64_t count = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const T* x = logits.data<T>() + i * c;
-    T* out = lp.data<T>() + i * c;
+    const T* x = xs + i * c;
+    T* out = lp + i * c;
     double mx = -INFINITY;
     for (int64_t j = 0; j < c; ++j) mx = std::max(mx, static_cast<double>(x[j]));
     double sum = 0.0;
@@ -61,8 +54,44 @@ absl::Status SceForward(KernelContext& ctx) {
     total += (1.0 - eps) * -static_cast<double>(out[y]) + eps / c * -all;
     ++count;
   }
-  Tensor& loss = ctx.AllocateOutput(0, logits.dtype(), {});
-  loss.data<T>()[0] = static_cast<T>(total / static_cast<double>(count));
+  return static_cast<T>(total / static_cast<double>(count));
+}
+
+// The SoftmaxCrossEntropyGrad of log_prob `lp` [n, c] into `dx` (zero rows for ignored labels).
+template <typename T>
+void SceGradRows(double dloss, const T* lp, const Tensor& labels, int64_t n, int64_t c, int64_t ignore, double eps,
+                 T* dx) {
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) count += Label(labels, i) != ignore;
+  const double scale = dloss / static_cast<double>(count);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t y = Label(labels, i);
+    T* d = dx + i * c;
+    if (y == ignore) {
+      std::fill(d, d + c, T(0));
+      continue;
+    }
+    const T* l = lp + i * c;
+    for (int64_t j = 0; j < c; ++j) {
+      const double target = (j == y ? 1.0 - eps : 0.0) + eps / c;
+      d[j] = static_cast<T>((std::exp(static_cast<double>(l[j])) - target) * scale);
+    }
+  }
+}
+
+template <typename T>
+absl::Status SceForward(KernelContext& ctx) {
+  const Tensor& logits = ctx.input(0);
+  const Tensor& labels = ctx.input(1);
+  const int64_t n = logits.dim(0), c = logits.dim(1);
+  const int64_t ignore = ctx.attr_int("ignore_index", -100);
+  const double eps = ctx.attr_float("label_smoothing", 0.0f);
+  if (labels.num_elements() != n) return ctx.Error("labels and logits disagree on the batch size");
+  absl::Status s = CheckLabels(ctx, labels, c, ignore);
+  if (!s.ok()) return s;
+  Tensor& lp = ctx.AllocateOutput(1, logits.dtype(), logits.dims());
+  const T loss = SceRows<T>(logits.data<T>(), labels, n, c, ignore, eps, lp.data<T>());
+  ctx.AllocateOutput(0, logits.dtype(), {}).data<T>()[0] = loss;
   return absl::OkStatus();
 }
 
@@ -76,20 +105,38 @@ absl::Status SceBackward(KernelContext& ctx) {
   const double eps = ctx.attr_float("label_smoothing", 0.0f);
   absl::Status s = CheckLabels(ctx, labels, c, ignore);
   if (!s.ok()) return s;
-  int64_t count = 0;
-  for (int64_t i = 0; i < n; ++i) count += Label(labels, i) != ignore;
   Tensor& dx = ctx.AllocateOutput(0, lp.dtype(), lp.dims());
-  const double scale = dloss / static_cast<double>(count);
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t y = Label(labels, i);
-    T* d = dx.data<T>() + i * c;
-    if (y == ignore) continue;  // stays zero
-    const T* l = lp.data<T>() + i * c;
-    for (int64_t j = 0; j < c; ++j) {
-      const double target = (j == y ? 1.0 - eps : 0.0) + eps / c;
-      d[j] = static_cast<T>((std::exp(static_cast<double>(l[j])) - target) * scale);
-    }
+  SceGradRows<T>(dloss, lp.data<T>(), labels, n, c, ignore, eps, dx.data<T>());
+  return absl::OkStatus();
+}
+
+// ottr::SoftmaxCrossEntropyWithGrad: the two above through a local log_prob, then dlogits
+// rounded to grad_type (the composition SoftmaxCrossEntropy -> SoftmaxCrossEntropyGrad -> Cast).
+template <typename T>
+absl::Status SceWithGrad(KernelContext& ctx) {
+  const Tensor& logits = ctx.input(0);
+  const Tensor& labels = ctx.input(1);
+  const double dloss = ctx.input(2).GetAsDouble(0);
+  const int64_t n = logits.dim(0), c = logits.dim(1);
+  const int64_t ignore = ctx.attr_int("ignore_index", -100);
+  const double eps = ctx.attr_float("label_smoothing", 0.0f);
+  if (labels.num_elements() != n) return ctx.Error("labels and logits disagree on the batch size");
+  absl::Status s = CheckLabels(ctx, labels, c, ignore);
+  if (!s.ok()) return s;
+  Tensor lp(logits.dtype(), logits.dims());
+  const T loss = SceRows<T>(logits.data<T>(), labels, n, c, ignore, eps, lp.data<T>());
+  ctx.AllocateOutput(0, logits.dtype(), {}).data<T>()[0] = loss;
+  Tensor d(logits.dtype(), logits.dims());
+  SceGradRows<T>(dloss, lp.data<T>(), labels, n, c, ignore, eps, d.data<T>());
+  DType g = logits.dtype();
+  if (ctx.attr_int("grad_type", 0) != 0) {
+    absl::StatusOr<DType> o = ir::DTypeFromOnnx(static_cast<int32_t>(ctx.attr_int("grad_type", 0)));
+    if (!o.ok()) return ctx.Error(absl::StrCat("grad_type: ", o.status().message()));
+    g = *o;
   }
+  OTTR_ASSIGN_OR_RETURN(Tensor out, ew::CastTensor(d, g));
+  Tensor& dx = ctx.AllocateOutput(1, g, logits.dims());
+  std::memcpy(dx.raw_data(), out.raw_data(), out.nbytes());
   return absl::OkStatus();
 }
 
@@ -101,6 +148,7 @@ absl::Status DispatchFloat(KernelContext& ctx, DType t) {
 }
 template <typename T> struct SceForwardOp { static absl::Status Run(KernelContext& c) { return SceForward<T>(c); } };
 template <typename T> struct SceBackwardOp { static absl::Status Run(KernelContext& c) { return SceBackward<T>(c); } };
+template <typename T> struct SceWithGradOp { static absl::Status Run(KernelContext& c) { return SceWithGrad<T>(c); } };
 
 // Input/output slots of one tensor's update: the single-tensor ops use fixed slots, the N-ary
 // ops (lr, step, params.., grads.., states..) -> (params'.., states'..) one set per tensor.
@@ -345,6 +393,9 @@ void RegisterOttrTrainingKernels(KernelRegistry& r) {
   });
   r.Register(d, "SoftmaxCrossEntropyGrad", [](KernelContext& c) {
     return DispatchFloat<SceBackwardOp>(c, c.input(1).dtype());
+  });
+  r.Register(d, "SoftmaxCrossEntropyWithGrad", [](KernelContext& c) {
+    return DispatchFloat<SceWithGradOp>(c, c.input(0).dtype());
   });
   r.Register(d, "SGDUpdate", [](KernelContext& c) { return DispatchFloat<SgdOp>(c, c.input(0).dtype()); });
   r.Register(d, "AdamUpdate", [](KernelContext& c) { return DispatchFloat<AdamOp>(c, c.input(0).dtype()); });

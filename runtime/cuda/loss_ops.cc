@@ -178,6 +178,49 @@ absl::StatusOr<CompiledOp> CompileSceGrad(OpCompileContext& ctx) {
   return op;
 }
 
+// ottr::SoftmaxCrossEntropyWithGrad (fuse-sce-grad): the loss and dlogits, no log_prob.
+absl::StatusOr<CompiledOp> CompileSceWithGrad(OpCompileContext& ctx) {
+  OTTR_RETURN_IF_ERROR(RequireFloat(ctx, 0, "logits"));
+  OTTR_RETURN_IF_ERROR(RequireLabels(ctx, 1));
+  OTTR_RETURN_IF_ERROR(RequireFloat(ctx, 2, "dloss"));
+  const std::vector<int64_t> dims = ctx.input_dims(0);
+  if (dims.size() != 2) return ctx.Error(absl::StrCat("logits must be [N, C], got ", DimsString(dims)));
+  if (ctx.input_dims(1) != std::vector<int64_t>{dims[0]}) {
+    return ctx.Error(absl::StrCat("labels ", DimsString(ctx.input_dims(1)), " must be [N] for logits ", DimsString(dims)));
+  }
+  if (ir::NumElements(ctx.input_dims(2)) != 1) {
+    return ctx.Error(absl::StrCat("dloss must be a scalar, got ", DimsString(ctx.input_dims(2))));
+  }
+  const DType lt = ctx.input_type(0).dtype, gt = ctx.output_type(1).dtype;
+  if (gt != lt && !(lt == DType::kFloat32 && (gt == DType::kBFloat16 || gt == DType::kFloat16))) {
+    return ctx.Error(absl::StrCat("dlogits in ", ir::DTypeName(gt), " from ", ir::DTypeName(lt),
+                                  " logits is not supported (the logits' type, or bf16/f16 from f32)"));
+  }
+  const int dtype = Code(lt), grad_dtype = Code(gt), dloss_dtype = Code(ctx.input_type(2).dtype);
+  const bool labels64 = ctx.input_type(1).dtype == DType::kInt64;
+  const int64_t n = dims[0], c = dims[1];
+  const int64_t ignore = ctx.node().GetInt("ignore_index", -100);
+  const float eps = ctx.node().GetFloat("label_smoothing", 0.0f);
+  const int64_t kernel_ws = Align256(kernels::SceWithGradWorkspaceBytes(n, c));
+  CompiledOp op;
+  // A scalar slot after the kernel's workspace receives the loss when nobody reads it.
+  op.workspace_bytes = kernel_ws + 256;
+  op.launch = [=](const LaunchArgs& a) -> absl::Status {
+    void* loss = a.outputs[0] != nullptr ? a.outputs[0] : static_cast<char*>(a.workspace) + kernel_ws;
+    NvtxRange range("SoftmaxCrossEntropyWithGrad");
+    if (a.outputs[1] == nullptr) {  // nobody reads dlogits: the loss alone
+      OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchSceForward(dtype, a.inputs[0], a.inputs[1], labels64, loss, nullptr, n,
+                                                          c, ignore, eps, a.workspace, a.stream));
+      return absl::OkStatus();
+    }
+    OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchSceWithGrad(dtype, grad_dtype, dloss_dtype, a.inputs[0], a.inputs[1],
+                                                         labels64, a.inputs[2], loss, a.outputs[1], n, c, ignore,
+                                                         eps, a.workspace, a.stream));
+    return absl::OkStatus();
+  };
+  return op;
+}
+
 // ---------------------------------------------------------------------------------------------
 // ONNX SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss and their backward ops.
 
@@ -313,6 +356,7 @@ void RegisterLossCudaOps(CudaOpRegistry& r) {
              [](OpCompileContext& c) { return CompileSoftmax(c, SoftmaxKind::kLogSoftmaxGrad); });
   r.Register(ottr, "SoftmaxCrossEntropy", CompileSce);
   r.Register(ottr, "SoftmaxCrossEntropyGrad", CompileSceGrad);
+  r.Register(ottr, "SoftmaxCrossEntropyWithGrad", CompileSceWithGrad);
   r.Register("", "SoftmaxCrossEntropyLoss", [](OpCompileContext& c) { return CompileClassLoss(c, true); });
   r.Register("", "NegativeLogLikelihoodLoss", [](OpCompileContext& c) { return CompileClassLoss(c, false); });
   r.Register(ottr, "SoftmaxCrossEntropyLossGrad", [](OpCompileContext& c) { return CompileClassLossGrad(c, true); });

@@ -65,16 +65,35 @@ __global__ void FinalizeKernel(const double* __restrict__ partial, int g, bool d
 }
 
 // ---------------------------------------------------------------------------------------------
-// ottr::SoftmaxCrossEntropy forward.
+// ottr::SoftmaxCrossEntropy forward, and ottr::SoftmaxCrossEntropyWithGrad: the same kernels
+// with `dx` set also write dlogits from the log_prob values they compute (rounded to T, as the
+// log_prob tensor would be), with `scale` = dloss / count from SceScaleKernel: the value of
+// SoftmaxCrossEntropyGrad rounded to T, then to G (the Cast of a 16-bit step).
+
+// dlogits[i, j] of a row with label y, from its rounded log_prob `l`.
+template <typename T, typename G>
+__device__ __forceinline__ G SceGradAt(double l, int64_t j, int64_t y, int64_t c, int64_t ignore, double eps,
+                                       double scale) {
+  double v;
+  if (y == ignore) {
+    v = 0.0;
+  } else if (y < 0 || y >= c) {
+    v = NaN();
+  } else {
+    const double target = (j == y ? 1.0 - eps : 0.0) + eps / static_cast<double>(c);
+    v = (exp(l) - target) * scale;
+  }
+  return FromC<G>(ToC(FromC<T>(v)));
+}
 
 // Rows of C <= 1024 in the registers of kWidth lanes (as SoftmaxWarpKernel). The row's
 // log-sum-exp and the loss terms are computed in double, as the CPU reference does.
-template <typename T, int kWidth, int kPerLane>
+template <typename T, typename G, int kWidth, int kPerLane>
 __global__ void __launch_bounds__(kSceBlock)
     SceForwardWarpKernel(const T* __restrict__ logits, const void* __restrict__ labels,
                          bool labels64, T* __restrict__ log_prob, T* __restrict__ loss,
                          double* __restrict__ partial, int64_t rows, int c, int64_t ignore,
-                         double eps) {
+                         double eps, G* __restrict__ dx, const double* __restrict__ scale_in) {
   using C = ComputeT<T>;
   __shared__ double s_loss[32];
   __shared__ double s_cnt[32];
@@ -85,6 +104,7 @@ __global__ void __launch_bounds__(kSceBlock)
   const int64_t warp = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + warp_in_block;
   const int64_t num_warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
   double acc = 0, cnt = 0;  // non-zero only in the first lane of each row group
+  const double scale = dx != nullptr ? *scale_in : 0.0;
   for (int64_t first = warp * kRowsPerWarp; first < rows; first += num_warps * kRowsPerWarp) {
     const int64_t row = first + sub;
     const bool valid = row < rows;
@@ -114,6 +134,7 @@ __global__ void __launch_bounds__(kSceBlock)
         const T lt = FromC<T>(static_cast<double>(va[k]) - lse);
         if (valid && log_prob != nullptr) log_prob[off + idx] = lt;
         const double l = static_cast<double>(ToC(lt));
+        if (valid && dx != nullptr) dx[off + idx] = SceGradAt<T, G>(l, idx, y, c, ignore, eps, scale);
         all += l;
         if (idx == y) lpy = l;
       }
@@ -143,16 +164,17 @@ __global__ void __launch_bounds__(kSceBlock)
 }
 
 // Rows of C > 1024: one block per row.
-template <typename T>
+template <typename T, typename G>
 __global__ void __launch_bounds__(kSceBlock)
     SceForwardBlockKernel(const T* __restrict__ logits, const void* __restrict__ labels,
                           bool labels64, T* __restrict__ log_prob, T* __restrict__ loss,
                           double* __restrict__ partial, int64_t rows, int64_t c, int64_t ignore,
-                          double eps) {
+                          double eps, G* __restrict__ dx, const double* __restrict__ scale_in) {
   using C = ComputeT<T>;
   __shared__ C smc[32];
   __shared__ double smd[64];
   double acc = 0, cnt = 0;
+  const double scale = dx != nullptr ? *scale_in : 0.0;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* x = logits + row * c;
     C m = -std::numeric_limits<C>::infinity();
@@ -170,6 +192,7 @@ __global__ void __launch_bounds__(kSceBlock)
       const T lt = FromC<T>(static_cast<double>(ToC(x[k])) - lse);
       if (log_prob != nullptr) log_prob[row * c + k] = lt;
       const double l = static_cast<double>(ToC(lt));
+      if (dx != nullptr) dx[row * c + k] = SceGradAt<T, G>(l, k, y, c, ignore, eps, scale);
       all += l;
       if (k == y) lpy = l;
     }
@@ -214,35 +237,40 @@ SceForwardPlan PlanSceForward(int64_t n, int64_t c) {
   return p;
 }
 
-template <typename T, int kWidth, int kPerLane>
+template <typename T, typename G, int kWidth, int kPerLane>
 void LaunchSceWarp(const SceForwardPlan& p, const T* x, const void* labels, bool l64, T* lp, T* loss,
-                   double* partial, int64_t n, int64_t c, int64_t ignore, double eps, cudaStream_t s) {
-  SceForwardWarpKernel<T, kWidth, kPerLane><<<p.grid, p.threads, 0, s>>>(x, labels, l64, lp, loss, partial, n,
-                                                                         static_cast<int>(c), ignore, eps);
+                   double* partial, int64_t n, int64_t c, int64_t ignore, double eps, G* dx, const double* scale,
+                   cudaStream_t s) {
+  SceForwardWarpKernel<T, G, kWidth, kPerLane><<<p.grid, p.threads, 0, s>>>(
+      x, labels, l64, lp, loss, partial, n, static_cast<int>(c), ignore, eps, dx, scale);
 }
 
-template <typename T>
+// The forward (dx null) or the forward with the gradient (dx and the device scalar `scale`).
+template <typename T, typename G>
 void SceForwardTyped(const void* xv, const void* labels, bool l64, void* lossv, void* lpv, int64_t n,
-                     int64_t c, int64_t ignore, double eps, void* workspace, cudaStream_t s) {
+                     int64_t c, int64_t ignore, double eps, double* partial, G* dx, const double* scale,
+                     cudaStream_t s) {
   const T* x = static_cast<const T*>(xv);
   T* loss = static_cast<T*>(lossv);
   T* lp = static_cast<T*>(lpv);
-  double* partial = static_cast<double*>(workspace);
   const SceForwardPlan p = PlanSceForward(n, c);
   if (p.block_rows) {
-    SceForwardBlockKernel<T><<<p.grid, p.threads, 0, s>>>(x, labels, l64, lp, loss, partial, n, c, ignore, eps);
+    SceForwardBlockKernel<T, G><<<p.grid, p.threads, 0, s>>>(x, labels, l64, lp, loss, partial, n, c, ignore, eps, dx,
+                                                             scale);
   } else {
+#define OTTR_SCE_WARP_(W, P) LaunchSceWarp<T, G, W, P>(p, x, labels, l64, lp, loss, partial, n, c, ignore, eps, dx, scale, s)
     switch (p.width * p.per_lane) {
-      case 4: LaunchSceWarp<T, 4, 1>(p, x, labels, l64, lp, loss, partial, n, c, ignore, eps, s); break;
-      case 8: LaunchSceWarp<T, 8, 1>(p, x, labels, l64, lp, loss, partial, n, c, ignore, eps, s); break;
-      case 16: LaunchSceWarp<T, 16, 1>(p, x, labels, l64, lp, loss, partial, n, c, ignore, eps, s); break;
-      case 32: LaunchSceWarp<T, 32, 1>(p, x, labels, l64, lp, loss, partial, n, c, ignore, eps, s); break;
-      case 64: LaunchSceWarp<T, 32, 2>(p, x, labels, l64, lp, loss, partial, n, c, ignore, eps, s); break;
-      case 128: LaunchSceWarp<T, 32, 4>(p, x, labels, l64, lp, loss, partial, n, c, ignore, eps, s); break;
-      case 256: LaunchSceWarp<T, 32, 8>(p, x, labels, l64, lp, loss, partial, n, c, ignore, eps, s); break;
-      case 512: LaunchSceWarp<T, 32, 16>(p, x, labels, l64, lp, loss, partial, n, c, ignore, eps, s); break;
-      default: LaunchSceWarp<T, 32, 32>(p, x, labels, l64, lp, loss, partial, n, c, ignore, eps, s); break;
+      case 4: OTTR_SCE_WARP_(4, 1); break;
+      case 8: OTTR_SCE_WARP_(8, 1); break;
+      case 16: OTTR_SCE_WARP_(16, 1); break;
+      case 32: OTTR_SCE_WARP_(32, 1); break;
+      case 64: OTTR_SCE_WARP_(32, 2); break;
+      case 128: OTTR_SCE_WARP_(32, 4); break;
+      case 256: OTTR_SCE_WARP_(32, 8); break;
+      case 512: OTTR_SCE_WARP_(32, 16); break;
+      default: OTTR_SCE_WARP_(32, 32); break;
     }
+#undef OTTR_SCE_WARP_
   }
   if (p.grid > 1) FinalizeKernel<T><<<1, 256, 0, s>>>(partial, p.grid, true, loss, nullptr);
 }
@@ -528,8 +556,8 @@ cudaError_t LaunchSceForward(int dtype, const void* logits, const void* labels, 
                              void* workspace, cudaStream_t stream) {
   const bool ok = nl::DispatchFloat(dtype, [&](auto tag) {
     using T = decltype(tag);
-    SceForwardTyped<T>(logits, labels, labels64, loss, log_prob, n, c, ignore_index, label_smoothing, workspace,
-                       stream);
+    SceForwardTyped<T, T>(logits, labels, labels64, loss, log_prob, n, c, ignore_index, label_smoothing,
+                          static_cast<double*>(workspace), nullptr, nullptr, stream);
   });
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }
@@ -544,6 +572,35 @@ cudaError_t LaunchSceBackward(int dtype, int dloss_dtype, const void* dloss, con
     using T = decltype(tag);
     SceBackwardTyped<T>(dloss_dtype, dloss, log_prob, labels, labels64, dlogits, n, c, ignore_index,
                         label_smoothing, workspace, stream);
+  });
+  return ok ? cudaGetLastError() : cudaErrorInvalidValue;
+}
+
+int64_t SceWithGradWorkspaceBytes(int64_t n, int64_t c) { return 256 + SceForwardWorkspaceBytes(n, c); }
+
+cudaError_t LaunchSceWithGrad(int dtype, int grad_dtype, int dloss_dtype, const void* logits, const void* labels,
+                              bool labels64, const void* dloss, void* loss, void* dlogits, int64_t n, int64_t c,
+                              int64_t ignore_index, float label_smoothing, void* workspace, cudaStream_t stream) {
+  if (n * c == 0) return cudaSuccess;
+  // workspace: the scale (256 bytes), then the forward's partials.
+  double* scale = static_cast<double*>(workspace);
+  double* partial = reinterpret_cast<double*>(static_cast<char*>(workspace) + 256);
+  SceScaleKernel<<<1, 1024, 0, stream>>>(labels, labels64, n, ignore_index, dloss, dloss_dtype, scale);
+  bool ok = false;
+  nl::DispatchFloat(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    auto run = [&](auto gtag) {
+      using G = decltype(gtag);
+      SceForwardTyped<T, G>(logits, labels, labels64, loss, nullptr, n, c, ignore_index, label_smoothing, partial,
+                            static_cast<G*>(dlogits), scale, stream);
+      ok = true;
+    };
+    if (grad_dtype == dtype) {
+      run(T{});
+    } else if constexpr (std::is_same_v<T, float>) {
+      if (grad_dtype == nl::kBF16) run(__nv_bfloat16{});
+      if (grad_dtype == nl::kF16) run(__half{});
+    }
   });
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }

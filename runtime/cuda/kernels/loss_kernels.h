@@ -28,6 +28,15 @@ cudaError_t LaunchSceForward(int dtype, const void* logits, const void* labels, 
                              int64_t ignore_index, float label_smoothing, void* workspace,
                              cudaStream_t stream);
 
+// ottr::SoftmaxCrossEntropyWithGrad(logits, labels, dloss) -> (loss, dlogits): the forward
+// above, without log_prob, writing dlogits as SoftmaxCrossEntropyGrad would from that log_prob,
+// rounded to the logits' type and then to `grad_dtype` (the logits' type, or bf16/f16 for float32
+// logits). Launches: a one-block kernel for dloss / count, the forward, and (large N) its finalize.
+int64_t SceWithGradWorkspaceBytes(int64_t n, int64_t c);
+cudaError_t LaunchSceWithGrad(int dtype, int grad_dtype, int dloss_dtype, const void* logits, const void* labels,
+                              bool labels64, const void* dloss, void* loss, void* dlogits, int64_t n, int64_t c,
+                              int64_t ignore_index, float label_smoothing, void* workspace, cudaStream_t stream);
+
 // ottr::SoftmaxCrossEntropyGrad(dloss [], log_prob [N, C], labels [N]) -> dlogits [N, C]
 //   dlogits[i, j] = dloss / count · (exp(log_prob[i, j]) − (1 − ε) [j == y_i] − ε / C),
 //   0 for ignored rows; count = number of rows not ignored; computed in double.

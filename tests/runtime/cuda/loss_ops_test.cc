@@ -113,6 +113,46 @@ TEST(CudaLossOpsTest, SoftmaxCrossEntropyMatchesCpu) {
   }
 }
 
+// ottr::SoftmaxCrossEntropyWithGrad (fuse-sce-grad) over the same shapes, with dlogits in the
+// logits' type and, for float32 logits, in bf16 and f16 (the folded Cast). Bounds: the loss and
+// float32 dlogits as the unfused ops above (1e-5 relative: exp and log in double on both sides,
+// log_prob rounded to float32 once); a 16-bit dlogits is the float32 value rounded once more, so
+// a float32 difference at a rounding boundary may move it by one unit of the 16-bit type
+// (2^-8 relative in bf16, 2^-11 in f16).
+TEST(CudaLossOpsTest, SoftmaxCrossEntropyWithGradMatchesCpu) {
+  OTTR_REQUIRE_CUDA_DEVICE();
+  struct Sce {
+    int64_t n, c;
+    float smoothing;
+    bool int32;
+    DType t;
+  };
+  const std::vector<Sce> cases = {{128, 10, 0.0f, false, DType::kFloat32},   {128, 10, 0.1f, true, DType::kFloat32},
+                                  {4096, 1000, 0.0f, false, DType::kFloat32}, {300, 1000, 0.05f, false, DType::kFloat32},
+                                  {7, 3000, 0.0f, false, DType::kFloat32},    {40, 3000, 0.2f, false, DType::kFloat32},
+                                  {50, 3, 0.0f, true, DType::kFloat64},       {33000, 5, 0.0f, false, DType::kFloat32}};
+  int seed = 700;
+  for (const Sce& s : cases) {
+    std::vector<DType> grad_types = {s.t};
+    if (s.t == DType::kFloat32) grad_types = {DType::kFloat32, DType::kBFloat16, DType::kFloat16};
+    for (DType g : grad_types) {
+      SCOPED_TRACE(absl::StrCat("N=", s.n, " C=", s.c, " eps=", s.smoothing, " dlogits ", ir::DTypeName(g)));
+      const Tensor logits = RandomOf(s.t, {s.n, s.c}, ++seed, -5.0, 5.0);
+      const Tensor labels = Labels({s.n}, ++seed, -1, s.c - 1, s.int32);
+      const Tensor dloss = s.t == DType::kFloat64 ? ScalarOf<double>(0.75) : ScalarOf<float>(0.75f);
+      Attrs attrs = {{"ignore_index", Attribute(int64_t{-1})}, {"label_smoothing", Attribute(s.smoothing)}};
+      if (g != s.t) attrs["grad_type"] = Attribute(static_cast<int64_t>(ir::DTypeToOnnx(g)));
+      Case f{"SoftmaxCrossEntropyWithGrad", {In(logits), In(labels), In(dloss)}, attrs, 2, kOttr};
+      f.rtol = g == DType::kBFloat16 ? std::ldexp(1.0, -8) : g == DType::kFloat16 ? std::ldexp(1.0, -11) : 1e-5;
+      f.atol = 1e-8;
+      ExpectMatchesCpu(f);
+      Case loss_only = f;
+      loss_only.unread_outputs = {1};
+      ExpectMatchesCpu(loss_only);
+    }
+  }
+}
+
 // Every row ignored: the mean is 0/0 = NaN on both.
 TEST(CudaLossOpsTest, SoftmaxCrossEntropyAllIgnoredIsNan) {
   OTTR_REQUIRE_CUDA_DEVICE();

@@ -1,0 +1,182 @@
+// fuse-sce-grad (passes/fuse_sce_grad.cc) and the op it makes, ottr::SoftmaxCrossEntropyWithGrad
+// (ir/ops/ottr_training_ops.cc, CPU kernel in runtime/cpu/ottr_training_kernels.cc): IR text in,
+// the printed IR and remark out, the graph run before and after on the CPU reference; the cases
+// where it must not fire; the training step of models/mlp with the pass.
+//
+// Numbers: the fused CPU kernel is the composition of the two kernels (log_prob rounded to the
+// logits' type, dlogits to it and then to grad_type), so the outputs are the same bits.
+#include <cmath>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "importer/onnx_importer.h"
+#include "passes/fusion_passes.h"
+#include "passes/memory_planner.h"
+#include "passes/training.h"
+#include "tests/passes/pass_test_util.h"
+#include "tests/test_util.h"
+
+namespace ottr {
+namespace {
+
+using testing::IrBody;
+using testing::PassRun;
+using testing::RunOnCpu;
+
+PassRun RunPass(const std::string& text) { return testing::RunPassOnText(passes::CreateFuseSceGradPass(), text); }
+
+// The loss and its gradient as autodiff writes them in a bf16 step: the seed, and dlogits cast
+// to bf16 for the last layer's backward GEMMs. Label 3 of 7 rows is the ignore_index (-1).
+constexpr char kSce[] = R"(graph "g" {
+  opset ai.onnx 17
+  input %logits : f32[7,12]
+  input %labels : i64[7]
+  %seed : f32[] = Constant() {value = tensor<f32[] [1.0]>} origin "autodiff/seed"
+  %loss : f32[], %lp : f32[7,12] = ottr::SoftmaxCrossEntropy(%logits, %labels) {ignore_index = -1, label_smoothing = 0.1} origin "loss"
+  %d : f32[7,12] = ottr::SoftmaxCrossEntropyGrad(%seed, %lp, %labels) {ignore_index = -1, label_smoothing = 0.1} origin "loss/grad"
+  %d.bf16 : bf16[7,12] = Cast(%d) {to = 16} origin "fc/grad"
+  output %loss
+  output %d.bf16
+})";
+
+runtime::TensorMap Feeds() {
+  runtime::TensorMap feeds;
+  feeds["logits"] = testing::RandomFloat({7, 12}, 3, -4.0f, 4.0f);
+  feeds["labels"] = testing::RandomInt64({7}, 4, 0, 11);
+  feeds["labels"].data<int64_t>()[3] = -1;
+  return feeds;
+}
+
+void ExpectSameBits(const PassRun& r) {
+  const runtime::TensorMap feeds = Feeds();
+  const std::vector<ir::Tensor> before = RunOnCpu(*r.before, feeds);
+  const std::vector<ir::Tensor> after = RunOnCpu(*r.after, feeds);
+  ASSERT_EQ(before.size(), 2u);
+  ASSERT_EQ(after.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_TRUE(after[i].BitwiseEquals(before[i])) << i << "\n after  " << after[i].DebugString(12) << "\n before "
+                                                   << before[i].DebugString(12);
+  }
+  // The ignored row's gradient is zero; the others are not.
+  const ir::Tensor& d = after[1];
+  double ignored = 0, kept = 0;
+  for (int64_t j = 0; j < 12; ++j) {
+    ignored += std::abs(d.GetAsDouble(3 * 12 + j));
+    kept += std::abs(d.GetAsDouble(j));
+  }
+  EXPECT_EQ(ignored, 0.0);
+  EXPECT_GT(kept, 0.0);
+}
+
+TEST(FuseSceGradTest, FusesTheLossItsGradientAndTheCast) {
+  PassRun r = RunPass(kSce);
+  ASSERT_TRUE(r.after);
+  EXPECT_TRUE(r.changed);
+  EXPECT_EQ(IrBody(*r.after),
+            "  %seed : f32[] = Constant() {value = tensor<f32[] [1.0]>} origin \"autodiff/seed\"\n"
+            "  %loss : f32[], %d.bf16 : bf16[7,12] = ottr::SoftmaxCrossEntropyWithGrad(%logits, %labels, %seed) "
+            "{grad_type = 16, ignore_index = -1, label_smoothing = 0.100000001} origin \"loss\"\n"
+            "  output %loss, %d.bf16\n");
+  EXPECT_TRUE(absl::StrContains(r.remarks, "fuse-sce-grad: fused node 'loss' (ottr.SoftmaxCrossEntropy) + node "
+                                           "'loss/grad' (ottr.SoftmaxCrossEntropyGrad) + node 'fc/grad' (Cast) -> "
+                                           "ottr::SoftmaxCrossEntropyWithGrad (dlogits in bf16, no log_prob)"))
+      << r.remarks;
+  ExpectSameBits(r);
+}
+
+TEST(FuseSceGradTest, FusesWithoutACast) {
+  std::string text = kSce;
+  const std::string cast = "  %d.bf16 : bf16[7,12] = Cast(%d) {to = 16} origin \"fc/grad\"\n";
+  ASSERT_NE(text.find(cast), std::string::npos);
+  text.erase(text.find(cast), cast.size());
+  text.replace(text.find("output %d.bf16"), 14, "output %d");
+  PassRun r = RunPass(text);
+  ASSERT_TRUE(r.after);
+  EXPECT_TRUE(absl::StrContains(IrBody(*r.after), "%loss : f32[], %d : f32[7,12] = ottr::SoftmaxCrossEntropyWithGrad("))
+      << IrBody(*r.after);
+  EXPECT_FALSE(absl::StrContains(IrBody(*r.after), "grad_type"));
+  ExpectSameBits(r);
+}
+
+TEST(FuseSceGradTest, DeclinesWhereTheLogProbOrTheSeedForbidIt) {
+  struct Decline {
+    std::string from, to, why;
+  };
+  const std::vector<Decline> cases = {
+      // log_prob is also a graph output.
+      {"  output %loss\n", "  output %loss\n  output %lp\n", "log_prob lp has other readers"},
+      // A seed computed from the loss (not a training step, but the pass must not create a cycle).
+      {"  %seed : f32[] = Constant() {value = tensor<f32[] [1.0]>} origin \"autodiff/seed\"\n", "",
+       "the gradient seed seed is computed from the loss"},
+      // Different smoothing in the gradient.
+      {"(%seed, %lp, %labels) {ignore_index = -1, label_smoothing = 0.1}", "(%seed, %lp, %labels) {ignore_index = -1, label_smoothing = 0.2}",
+       "differ in ignore_index or label_smoothing"},
+  };
+  for (const Decline& c : cases) {
+    std::string text = kSce;
+    ASSERT_NE(text.find(c.from), std::string::npos) << c.from;
+    text.replace(text.find(c.from), c.from.size(), c.to);
+    if (c.to.empty()) {  // the seed case: it is now computed from the loss
+      text.insert(text.find("  %d : f32[7,12]"), "  %seed : f32[] = Neg(%loss) origin \"odd\"\n");
+    }
+    SCOPED_TRACE(c.why);
+    PassRun r = RunPass(text);
+    ASSERT_TRUE(r.after) << text;
+    EXPECT_FALSE(r.changed);
+    EXPECT_EQ(IrBody(*r.after), IrBody(*r.before));
+    EXPECT_TRUE(absl::StrContains(r.remarks, "fuse-sce-grad: declined node 'loss/grad'")) << r.remarks;
+    EXPECT_TRUE(absl::StrContains(r.remarks, c.why)) << r.remarks;
+  }
+}
+
+int CountOps(const ir::Graph& g, const std::string& op) {
+  int n = 0;
+  for (const ir::Node* node : g.nodes()) n += node->op_type() == op;
+  return n;
+}
+
+// The models/mlp step with the fusion passes, float32 and bf16: one fused loss node (in bf16
+// with dlogits in bf16), a verified memory plan, and the same bits as without the pass.
+TEST(FuseSceGradTrainingTest, MlpStepFusesTheLossAndComputesTheSameBits) {
+  auto forward = importer::ImportModelFile(testing::SourcePath("models/mlp/model.onnx"));
+  ASSERT_TRUE(forward.ok()) << forward.status();
+  for (passes::Precision p : {passes::Precision::kFp32, passes::Precision::kBf16}) {
+    SCOPED_TRACE(static_cast<int>(p));
+    passes::TrainingSpec spec;
+    spec.batch = 16;
+    spec.precision = p;
+    spec.fuse_epilogues = true;
+    spec.multi_tensor_updates = true;
+    spec.narrow_exact_ops = true;
+    spec.expose_gradients = true;
+    auto step = passes::BuildTrainingGraph(**forward, spec);
+    ASSERT_TRUE(step.ok()) << step.status();
+    EXPECT_EQ(CountOps(**step, "SoftmaxCrossEntropyWithGrad"), 1);
+    EXPECT_EQ(CountOps(**step, "SoftmaxCrossEntropy"), 0);
+    EXPECT_EQ(CountOps(**step, "SoftmaxCrossEntropyGrad"), 0);
+    for (const ir::Node* n : (*step)->nodes()) {
+      if (n->op_type() != "SoftmaxCrossEntropyWithGrad") continue;
+      EXPECT_EQ(n->output(1)->type().dtype, p == passes::Precision::kBf16 ? ir::DType::kBFloat16 : ir::DType::kFloat32);
+    }
+    auto plan = passes::PlanMemory(**step);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_TRUE(passes::VerifyPlan(**step, *plan).ok());
+    passes::TrainingSpec without = spec;
+    without.disabled_passes = {"fuse-sce-grad"};
+    testing::ModelStep a = testing::RunStepOnCpu(**forward, {16, 784}, spec, 1e-3f);
+    testing::ModelStep b = testing::RunStepOnCpu(**forward, {16, 784}, without, 1e-3f);
+    ASSERT_TRUE(a.step && b.step);
+    EXPECT_EQ(CountOps(*b.step, "SoftmaxCrossEntropyWithGrad"), 0);
+    ASSERT_EQ(a.outputs.size(), b.outputs.size());
+    ASSERT_GT(a.outputs.size(), 1u);
+    for (size_t i = 0; i < a.outputs.size(); ++i) {
+      EXPECT_TRUE(a.outputs[i].BitwiseEquals(b.outputs[i])) << a.step->outputs()[i]->name();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ottr
