@@ -70,7 +70,7 @@ std::optional<Plan> Unless(bool already_fused, const Plan& p, std::string* why) 
 
 // Matches the pattern at `root` (Gemm, MatMul, FusedGemm bias / none); on failure returns nullopt
 // and the reason.
-std::optional<Plan> Match(Node* root, std::string* why) {
+std::optional<Plan> Match(Node* root, bool large_relu, std::string* why) {
   Plan p;
   p.root = root;
   const std::optional<FusedEpilogue> fe = fusion::FusedEpilogueOf(root);
@@ -142,7 +142,10 @@ std::optional<Plan> Match(Node* root, std::string* why) {
     const int64_t k = root->GetInt("transA", 0) != 0 ? a[0] : a[1];
     const int64_t m = ir::StaticDims(*yt.shape)[0];
     const double large = at.dtype == ir::DType::kFloat32 ? kLargeF32GemmMacs : kLargeGemmMacs;
-    if (static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) > large) {
+    // With `large_relu` a 16-bit ReLU stays in the epilogue (RELU_BIAS, no mask: the ReLU's
+    // backward reads the output, and fuse-gemm-dact-bgrad declines GEMMs this large).
+    const bool keep = large_relu && at.dtype != ir::DType::kFloat32 && fusion::IsOnnx(act, "Relu");
+    if (!keep && static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) > large) {
       p.note = absl::StrCat("large GEMM (", m, "x", n, "x", k, "): cuBLASLt's activation epilogues are "
                             "slower there than a separate activation kernel; bias only");
       return Unless(fe == FusedEpilogue::kBias, p, why);
@@ -212,6 +215,7 @@ absl::Status Rewrite(ir::Graph& g, const Plan& p, std::ostream* remarks) {
 
 class FuseGemmEpiloguePass : public Pass {
  public:
+  explicit FuseGemmEpiloguePass(bool large_relu) : large_relu_(large_relu) {}
   absl::string_view name() const override { return kName; }
 
   absl::StatusOr<bool> Run(ir::Graph& g) override {
@@ -226,13 +230,19 @@ class FuseGemmEpiloguePass : public Pass {
         roots.push_back(n);
       }
     }
-    return fusion::MatchAndRewrite(roots, remarks(), kName, Match,
-                                   [&](const Plan& p) { return Rewrite(g, p, remarks()); });
+    return fusion::MatchAndRewrite(
+        roots, remarks(), kName, [&](Node* n, std::string* why) { return Match(n, large_relu_, why); },
+        [&](const Plan& p) { return Rewrite(g, p, remarks()); });
   }
+
+ private:
+  bool large_relu_;
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> CreateFuseGemmEpiloguePass() { return std::make_unique<FuseGemmEpiloguePass>(); }
+std::unique_ptr<Pass> CreateFuseGemmEpiloguePass(bool large_relu) {
+  return std::make_unique<FuseGemmEpiloguePass>(large_relu);
+}
 
 }  // namespace ottr::passes

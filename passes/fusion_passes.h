@@ -33,7 +33,8 @@
 namespace ottr::passes {
 
 std::unique_ptr<Pass> CreateFoldGemmCastsPass();
-std::unique_ptr<Pass> CreateFuseGemmEpiloguePass();
+// `large_relu`: 16-bit GEMMs above the activation-epilogue size bound keep a ReLU as RELU_BIAS.
+std::unique_ptr<Pass> CreateFuseGemmEpiloguePass(bool large_relu = false);
 std::unique_ptr<Pass> CreateFuseGemmDActBgradPass();
 std::unique_ptr<Pass> CreateFuseGemmBgradPass();
 std::unique_ptr<Pass> CreateFuseReluGradBgradPass();

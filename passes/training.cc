@@ -517,7 +517,7 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
   if (spec.fuse_epilogues) {
     pm.Add(CreateFuseSceGradPass());
     pm.Add(CreateFoldGemmCastsPass());
-    pm.Add(CreateFuseGemmEpiloguePass());
+    pm.Add(CreateFuseGemmEpiloguePass(spec.large_relu_epilogue));
     pm.Add(CreateFuseGemmDActBgradPass());
     const bool low = spec.precision == Precision::kBf16 || spec.precision == Precision::kFp16;
     if (spec.fuse_relu_grad_bgrad.value_or(low)) pm.Add(CreateFuseReluGradBgradPass());

@@ -12,7 +12,7 @@ namespace ottr::tools {
 std::set<std::string> TrainingValueFlags() {
   return {"loss", "logits", "loss-output", "ignore-index", "label-smoothing", "optimizer", "lr",
           "momentum", "dampening", "weight-decay", "beta1", "beta2", "eps", "clip-grad-norm",
-          "batch", "freeze", "dim", "multi-tensor-optimizer", "fuse-epilogues", "fuse-relu-grad-bgrad", "pad-gemm-dims", "pad-gemm-min-macs", "pad-gemm-min-rows", "layout",
+          "batch", "freeze", "dim", "multi-tensor-optimizer", "fuse-epilogues", "fuse-relu-grad-bgrad", "pad-gemm-dims", "pad-gemm-min-macs", "pad-gemm-min-rows", "large-relu-epilogue", "layout",
           "disable-passes", "precision", "keep-fp32", "loss-scale",
           "loss-scale-growth-interval"};
 }
@@ -54,6 +54,12 @@ absl::StatusOr<passes::TrainingSpec> ParseTrainingSpec(const Args& args, int64_t
     const std::string m = args.get("fuse-relu-grad-bgrad");
     if (m != "on" && m != "off") return absl::InvalidArgumentError("--fuse-relu-grad-bgrad must be on or off");
     spec.fuse_relu_grad_bgrad = m == "on";
+  }
+  // --large-relu-epilogue on|off (default: passes/training.h, TrainingSpec::large_relu_epilogue).
+  if (args.has("large-relu-epilogue")) {
+    const std::string m = args.get("large-relu-epilogue");
+    if (m != "on" && m != "off") return absl::InvalidArgumentError("--large-relu-epilogue must be on or off");
+    spec.large_relu_epilogue = m == "on";
   }
   // --pad-gemm-dims on|off (default on: passes/training.h, TrainingSpec::pad_gemm_dims).
   if (args.has("pad-gemm-dims")) {

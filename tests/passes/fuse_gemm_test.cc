@@ -60,6 +60,54 @@ TEST(FuseGemmEpilogueTest, FusesGemmBiasRelu) {
   testing::ExpectSameOutputs(r, 11);
 }
 
+// A bf16 GEMM above the activation-epilogue bound (4096³ > 1e10 multiply-adds): bias only, unless
+// large_relu keeps the ReLU as RELU_BIAS (the training default, measured on the H200); float32
+// GEMMs that large never keep it. Then fuse-gemm-dact-bgrad declines the ReLU's backward there.
+TEST(FuseGemmEpilogueTest, LargeSixteenBitGemmKeepsTheReluOnlyWhenAsked) {
+  const std::string big = R"(graph "g" {
+  opset ai.onnx 17
+  input %x : bf16[4096,4096]
+  input %w : bf16[4096,4096]
+  input %b : bf16[4096]
+  %h : bf16[4096,4096] = Gemm(%x, %w, %b) {transB = 1} origin "fc"
+  %a : bf16[4096,4096] = Relu(%h) origin "relu"
+  output %a
+})";
+  Result plain = RunPass(passes::CreateFuseGemmEpiloguePass(), big);
+  ASSERT_TRUE(plain.after);
+  EXPECT_TRUE(absl::StrContains(IrBody(*plain.after), "epilogue = \"bias\"")) << IrBody(*plain.after);
+  EXPECT_TRUE(absl::StrContains(plain.remarks, "activation not fused: large GEMM (4096x4096x4096)")) << plain.remarks;
+  Result kept = RunPass(passes::CreateFuseGemmEpiloguePass(true), big);
+  ASSERT_TRUE(kept.after);
+  EXPECT_EQ(IrBody(*kept.after),
+            "  %a : bf16[4096,4096] = ottr::FusedGemm(%x, %w, %b) {epilogue = \"relu_bias\", transB = 1} origin \"fc\"\n"
+            "  output %a\n");
+  std::string f32 = big;
+  for (size_t at; (at = f32.find("bf16")) != std::string::npos;) f32.replace(at, 4, "f32");
+  Result wide = RunPass(passes::CreateFuseGemmEpiloguePass(true), f32);
+  ASSERT_TRUE(wide.after);
+  EXPECT_TRUE(absl::StrContains(IrBody(*wide.after), "epilogue = \"bias\"")) << IrBody(*wide.after);
+  // The backward of that ReLU layer: a plain dX GEMM read only by the ReluGrad of the relu_bias
+  // output, too large for DRELU_BGRAD.
+  Result back = RunPass(passes::CreateFuseGemmDActBgradPass(), R"(graph "g" {
+  opset ai.onnx 17
+  input %x : bf16[4096,4096]
+  input %w : bf16[4096,4096]
+  input %b : bf16[4096]
+  input %dz : bf16[4096,4096]
+  input %w2 : bf16[4096,4096]
+  %a : bf16[4096,4096] = ottr::FusedGemm(%x, %w, %b) {epilogue = "relu_bias", transB = 1} origin "fc"
+  %da : bf16[4096,4096] = Gemm(%dz, %w2) origin "fc2/grad"
+  %dh : bf16[4096,4096] = ottr::ReluGrad(%da, %a) origin "relu/grad"
+  output %dh
+})");
+  ASSERT_TRUE(back.after);
+  EXPECT_FALSE(back.changed);
+  EXPECT_TRUE(absl::StrContains(back.remarks, "declined node 'relu/grad' (ottr.ReluGrad): large dX GEMM (6.87195e+10 "
+                                              "multiply-adds > 1e+10)"))
+      << back.remarks;
+}
+
 TEST(FuseGemmEpilogueTest, FusesMatMulAddWithBiasOnEitherSide) {
   for (const char* add : {"Add(%p, %b)", "Add(%b, %p)"}) {
     const std::string text = absl::StrCat(R"(graph "g" {

@@ -70,6 +70,19 @@ __global__ void FinalizeKernel(const double* __restrict__ partial, int g, bool d
 // log_prob tensor would be), with `scale` = dloss / count from SceScaleKernel: the value of
 // SoftmaxCrossEntropyGrad rounded to T, then to G (the Cast of a 16-bit step).
 
+// exp in the compute type: expf for float32 and the 16-bit types (within 2 ulp), exp for double.
+// The SCE kernels take their exponentials this way (sums in double): on the H200 the double exp
+// of every element twice made the fused loss and gradient on [4096, 1000] take 33 µs, compute
+// bound on FP64. Its error is below the rounding of log_prob to float32 (|lp| · 2^-24 relative).
+template <typename C>
+__device__ __forceinline__ C ExpC(C x) {
+  if constexpr (std::is_same_v<C, double>) {
+    return exp(x);
+  } else {
+    return expf(x);
+  }
+}
+
 // dlogits[i, j] of a row with label y, from its rounded log_prob `l`.
 template <typename T, typename G>
 __device__ __forceinline__ G SceGradAt(double l, int64_t j, int64_t y, int64_t c, int64_t ignore, double eps,
@@ -81,7 +94,7 @@ __device__ __forceinline__ G SceGradAt(double l, int64_t j, int64_t y, int64_t c
     v = NaN();
   } else {
     const double target = (j == y ? 1.0 - eps : 0.0) + eps / static_cast<double>(c);
-    v = (exp(l) - target) * scale;
+    v = (static_cast<double>(ExpC(static_cast<ComputeT<T>>(l))) - target) * scale;
   }
   return FromC<G>(ToC(FromC<T>(v)));
 }
@@ -121,7 +134,7 @@ __global__ void __launch_bounds__(kSceBlock)
     double s = 0;
 #pragma unroll
     for (int k = 0; k < kPerLane; ++k) {
-      if (k * kWidth + lane < c) s += exp(static_cast<double>(va[k]) - static_cast<double>(m));
+      if (k * kWidth + lane < c) s += static_cast<double>(ExpC(va[k] - m));
     }
     s = nl::WarpSum<kWidth>(s);
     const double lse = static_cast<double>(m) + log(s);
@@ -182,7 +195,7 @@ __global__ void __launch_bounds__(kSceBlock)
     m = nl::BlockMax(m, smc);
     double s = 0;
     for (int64_t k = threadIdx.x; k < c; k += blockDim.x) {
-      s += exp(static_cast<double>(ToC(x[k])) - static_cast<double>(m));
+      s += static_cast<double>(ExpC(ToC(x[k]) - m));
     }
     s = nl::BlockSum(s, smd);
     const double lse = static_cast<double>(m) + log(s);
