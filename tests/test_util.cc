@@ -53,6 +53,12 @@ ir::Tensor RandomBFloat16(std::vector<int64_t> dims, uint64_t seed, float lo, fl
   return b;
 }
 
+int CountOps(const ir::Graph& g, const std::string& op) {
+  int n = 0;
+  for (const ir::Node* node : g.nodes()) n += node->op_type() == op;
+  return n;
+}
+
 double NormwiseRelativeError(const ir::Tensor& got, const ir::Tensor& want) {
   double d = 0, n = 0;
   for (int64_t j = 0; j < want.num_elements() && j < got.num_elements(); ++j) {

@@ -32,6 +32,9 @@ ir::Tensor RandomInt64(std::vector<int64_t> dims, uint64_t seed, int64_t lo, int
 // is all zeros and got is not.
 double NormwiseRelativeError(const ir::Tensor& got, const ir::Tensor& want);
 
+// The number of nodes of `g` whose op type is `op` (any domain).
+int CountOps(const ir::Graph& g, const std::string& op);
+
 // Path of a file in the source tree (OTTR_SOURCE_DIR).
 std::string SourcePath(const std::string& relative);
 

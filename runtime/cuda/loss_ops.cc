@@ -116,7 +116,8 @@ absl::StatusOr<CompiledOp> CompileSoftmax(OpCompileContext& ctx, SoftmaxKind kin
 // ---------------------------------------------------------------------------------------------
 // ottr::SoftmaxCrossEntropy and ottr::SoftmaxCrossEntropyGrad.
 
-absl::StatusOr<CompiledOp> CompileSce(OpCompileContext& ctx) {
+// Inputs 0 and 1 of the SCE ops: float logits [N, C] and int labels [N]; returns [N, C].
+absl::StatusOr<std::vector<int64_t>> SceLogitsAndLabels(OpCompileContext& ctx) {
   OTTR_RETURN_IF_ERROR(RequireFloat(ctx, 0, "logits"));
   OTTR_RETURN_IF_ERROR(RequireLabels(ctx, 1));
   const std::vector<int64_t> dims = ctx.input_dims(0);
@@ -124,6 +125,11 @@ absl::StatusOr<CompiledOp> CompileSce(OpCompileContext& ctx) {
   if (ctx.input_dims(1) != std::vector<int64_t>{dims[0]}) {
     return ctx.Error(absl::StrCat("labels ", DimsString(ctx.input_dims(1)), " must be [N] for logits ", DimsString(dims)));
   }
+  return dims;
+}
+
+absl::StatusOr<CompiledOp> CompileSce(OpCompileContext& ctx) {
+  OTTR_ASSIGN_OR_RETURN(const std::vector<int64_t> dims, SceLogitsAndLabels(ctx));
   const int dtype = Code(ctx.input_type(0).dtype);
   const bool labels64 = ctx.input_type(1).dtype == DType::kInt64;
   const int64_t n = dims[0], c = dims[1];
@@ -180,14 +186,8 @@ absl::StatusOr<CompiledOp> CompileSceGrad(OpCompileContext& ctx) {
 
 // ottr::SoftmaxCrossEntropyWithGrad (fuse-sce-grad): the loss and dlogits, no log_prob.
 absl::StatusOr<CompiledOp> CompileSceWithGrad(OpCompileContext& ctx) {
-  OTTR_RETURN_IF_ERROR(RequireFloat(ctx, 0, "logits"));
-  OTTR_RETURN_IF_ERROR(RequireLabels(ctx, 1));
+  OTTR_ASSIGN_OR_RETURN(const std::vector<int64_t> dims, SceLogitsAndLabels(ctx));
   OTTR_RETURN_IF_ERROR(RequireFloat(ctx, 2, "dloss"));
-  const std::vector<int64_t> dims = ctx.input_dims(0);
-  if (dims.size() != 2) return ctx.Error(absl::StrCat("logits must be [N, C], got ", DimsString(dims)));
-  if (ctx.input_dims(1) != std::vector<int64_t>{dims[0]}) {
-    return ctx.Error(absl::StrCat("labels ", DimsString(ctx.input_dims(1)), " must be [N] for logits ", DimsString(dims)));
-  }
   if (ir::NumElements(ctx.input_dims(2)) != 1) {
     return ctx.Error(absl::StrCat("dloss must be a scalar, got ", DimsString(ctx.input_dims(2))));
   }

@@ -26,6 +26,8 @@
 namespace ottr {
 namespace {
 
+using testing::CountOps;
+
 using testing::IrBody;
 using testing::ParseInferred;
 using testing::RandomFeeds;
@@ -474,12 +476,6 @@ TEST(FuseGemmBgradTest, DeclinesWhenAlphaIsNotOne) {
 }
 
 // --- whole training steps --------------------------------------------------------------------------
-
-int CountOps(const ir::Graph& g, const std::string& op) {
-  int n = 0;
-  for (const ir::Node* node : g.nodes()) n += node->op_type() == op;
-  return n;
-}
 
 std::unique_ptr<ir::Graph> Step(const std::string& model, int64_t batch, bool fuse, std::string* remarks = nullptr) {
   auto forward = importer::ImportModelFile(testing::SourcePath(model));

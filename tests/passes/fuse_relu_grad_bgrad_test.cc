@@ -30,6 +30,8 @@
 namespace ottr {
 namespace {
 
+using testing::CountOps;
+
 using testing::IrBody;
 using testing::PassRun;
 using testing::RunOnCpu;
@@ -213,12 +215,6 @@ TEST(ReluGradBiasGradOpTest, ShapeInferenceRejectsBadOperands) {
     EXPECT_FALSE(s.ok()) << c.node;
     EXPECT_TRUE(absl::StrContains(s.message(), c.error)) << s;
   }
-}
-
-int CountOps(const ir::Graph& g, absl::string_view op) {
-  int n = 0;
-  for (const ir::Node* node : g.nodes()) n += node->op_type() == op;
-  return n;
 }
 
 passes::TrainingSpec MlpSpec(passes::Precision p, bool fuse) {

@@ -22,6 +22,8 @@
 namespace ottr {
 namespace {
 
+using testing::CountOps;
+
 using testing::IrBody;
 using testing::PassRun;
 using testing::RunOnCpu;
@@ -130,12 +132,6 @@ TEST(FuseSceGradTest, DeclinesWhereTheLogProbOrTheSeedForbidIt) {
     EXPECT_TRUE(absl::StrContains(r.remarks, "fuse-sce-grad: declined node 'loss/grad'")) << r.remarks;
     EXPECT_TRUE(absl::StrContains(r.remarks, c.why)) << r.remarks;
   }
-}
-
-int CountOps(const ir::Graph& g, const std::string& op) {
-  int n = 0;
-  for (const ir::Node* node : g.nodes()) n += node->op_type() == op;
-  return n;
 }
 
 // The models/mlp step with the fusion passes, float32 and bf16: one fused loss node (in bf16

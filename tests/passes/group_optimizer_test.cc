@@ -18,11 +18,7 @@
 namespace ottr {
 namespace {
 
-int CountOps(const ir::Graph& g, const std::string& op) {
-  int n = 0;
-  for (const ir::Node* node : g.nodes()) n += node->op_type() == op;
-  return n;
-}
+using testing::CountOps;
 
 std::unique_ptr<ir::Graph> Step(const std::string& model, passes::OptimizerSpec::Kind kind, float momentum,
                                 bool grouped) {

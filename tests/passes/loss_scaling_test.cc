@@ -31,6 +31,8 @@
 namespace ottr {
 namespace {
 
+using testing::CountOps;
+
 using ir::Tensor;
 using Kind = passes::LossScaleSpec::Kind;
 
@@ -43,12 +45,6 @@ std::unique_ptr<ir::Graph> Parse(const std::string& text) {
 std::string Canonical(const std::string& text) {
   auto g = Parse(text);
   return g ? g->ToString() : "";
-}
-
-int CountOps(const ir::Graph& g, const std::string& op) {
-  int n = 0;
-  for (const ir::Node* node : g.nodes()) n += node->op_type() == op;
-  return n;
 }
 
 // A step after group-optimizer-updates: two parameters, one SGD update node.

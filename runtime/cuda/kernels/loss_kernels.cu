@@ -321,22 +321,11 @@ __global__ void SceBackwardKernel(const T* __restrict__ lp, const void* __restri
     scale = *scale_in;
   }
   const int64_t total = n * c;
-  const double smooth = eps / static_cast<double>(c);
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t row = cdiv.Div(i);
     const int64_t j = i - row * c;
-    const int64_t y = LoadLabel(labels, l64, row);
-    double v;
-    if (y == ignore) {
-      v = 0.0;
-    } else if (y < 0 || y >= c) {
-      v = NaN();
-    } else {
-      const double target = (j == y ? 1.0 - eps : 0.0) + smooth;
-      v = (exp(static_cast<double>(ToC(lp[i]))) - target) * scale;
-    }
-    dx[i] = FromC<T>(v);
+    dx[i] = SceGradAt<T, T>(static_cast<double>(ToC(lp[i])), j, LoadLabel(labels, l64, row), c, ignore, eps, scale);
   }
 }
 

@@ -78,20 +78,26 @@ TEST(CudaLossOpsTest, SoftmaxOfOneDimensionalInput) {
 
 // ottr::SoftmaxCrossEntropy and its gradient: single-block and multi-block reductions, C up to
 // and over 1024, ignored rows, label smoothing, int32 labels, float64.
+struct Sce {
+  int64_t n, c;
+  float smoothing;
+  bool int32;
+  DType t;
+};
+
+// Single-block and multi-block reductions (the warp kernel), C over 1024 (the block kernel),
+// smoothing, int32 labels, float64; `big` is one more row shape (the SCE tests differ there).
+std::vector<Sce> SceCases(Sce big) {
+  return {{128, 10, 0.0f, false, DType::kFloat32}, {128, 10, 0.1f, true, DType::kFloat32},
+          big,                                     {300, 1000, 0.05f, false, DType::kFloat32},
+          {7, 3000, 0.0f, false, DType::kFloat32}, {40, 3000, 0.2f, false, DType::kFloat32},
+          {50, 3, 0.0f, true, DType::kFloat64},    {33000, 5, 0.0f, false, DType::kFloat32}};
+}
+
 TEST(CudaLossOpsTest, SoftmaxCrossEntropyMatchesCpu) {
   OTTR_REQUIRE_CUDA_DEVICE();
-  struct Sce {
-    int64_t n, c;
-    float smoothing;
-    bool int32;
-    DType t;
-  };
-  const std::vector<Sce> cases = {{128, 10, 0.0f, false, DType::kFloat32},  {128, 10, 0.1f, true, DType::kFloat32},
-                                  {4096, 10, 0.0f, false, DType::kFloat32}, {300, 1000, 0.05f, false, DType::kFloat32},
-                                  {7, 3000, 0.0f, false, DType::kFloat32},  {40, 3000, 0.2f, false, DType::kFloat32},
-                                  {50, 3, 0.0f, true, DType::kFloat64},     {33000, 5, 0.0f, false, DType::kFloat32}};
   int seed = 100;
-  for (const Sce& s : cases) {
+  for (const Sce& s : SceCases({4096, 10, 0.0f, false, DType::kFloat32})) {
     SCOPED_TRACE(absl::StrCat("N=", s.n, " C=", s.c, " eps=", s.smoothing));
     const Tensor logits = RandomOf(s.t, {s.n, s.c}, ++seed, -5.0, 5.0);
     // Labels in [-1, C): -1 is the ignore_index here, about 1 in C+1 rows.
@@ -121,18 +127,9 @@ TEST(CudaLossOpsTest, SoftmaxCrossEntropyMatchesCpu) {
 // (2^-8 relative in bf16, 2^-11 in f16).
 TEST(CudaLossOpsTest, SoftmaxCrossEntropyWithGradMatchesCpu) {
   OTTR_REQUIRE_CUDA_DEVICE();
-  struct Sce {
-    int64_t n, c;
-    float smoothing;
-    bool int32;
-    DType t;
-  };
-  const std::vector<Sce> cases = {{128, 10, 0.0f, false, DType::kFloat32},   {128, 10, 0.1f, true, DType::kFloat32},
-                                  {4096, 1000, 0.0f, false, DType::kFloat32}, {300, 1000, 0.05f, false, DType::kFloat32},
-                                  {7, 3000, 0.0f, false, DType::kFloat32},    {40, 3000, 0.2f, false, DType::kFloat32},
-                                  {50, 3, 0.0f, true, DType::kFloat64},       {33000, 5, 0.0f, false, DType::kFloat32}};
   int seed = 700;
-  for (const Sce& s : cases) {
+  // The MLP 4096x4's loss shape besides the common cases.
+  for (const Sce& s : SceCases({4096, 1000, 0.0f, false, DType::kFloat32})) {
     std::vector<DType> grad_types = {s.t};
     if (s.t == DType::kFloat32) grad_types = {DType::kFloat32, DType::kBFloat16, DType::kFloat16};
     for (DType g : grad_types) {
