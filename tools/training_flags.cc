@@ -17,6 +17,20 @@ std::set<std::string> TrainingValueFlags() {
           "loss-scale-growth-interval"};
 }
 
+namespace {
+
+// --NAME on|off: calls set(true / false) when the flag is given.
+template <typename Set>
+absl::Status OnOff(const Args& args, const std::string& name, Set set) {
+  if (!args.has(name)) return absl::OkStatus();
+  const std::string m = args.get(name);
+  if (m != "on" && m != "off") return absl::InvalidArgumentError("--" + name + " must be on or off");
+  set(m == "on");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 std::set<std::string> TrainingSwitchFlags() { return {"nesterov", "no-tf32"}; }
 
 absl::StatusOr<passes::TrainingSpec> ParseTrainingSpec(const Args& args, int64_t default_batch) {
@@ -38,35 +52,15 @@ absl::StatusOr<passes::TrainingSpec> ParseTrainingSpec(const Args& args, int64_t
   }
   if (args.has("logits")) spec.loss.output = args.get("logits");
   // --multi-tensor-optimizer on|off (default: on for the CUDA executor, set by the commands).
-  if (args.has("multi-tensor-optimizer")) {
-    const std::string m = args.get("multi-tensor-optimizer");
-    if (m != "on" && m != "off") return absl::InvalidArgumentError("--multi-tensor-optimizer must be on or off");
-    spec.multi_tensor_updates = m == "on";
-  }
+  OTTR_RETURN_IF_ERROR(OnOff(args, "multi-tensor-optimizer", [&](bool on) { spec.multi_tensor_updates = on; }));
   // --fuse-epilogues on|off (default: on for the CUDA executor and `ottr passes`, set by the commands).
-  if (args.has("fuse-epilogues")) {
-    const std::string m = args.get("fuse-epilogues");
-    if (m != "on" && m != "off") return absl::InvalidArgumentError("--fuse-epilogues must be on or off");
-    spec.fuse_epilogues = m == "on";
-  }
+  OTTR_RETURN_IF_ERROR(OnOff(args, "fuse-epilogues", [&](bool on) { spec.fuse_epilogues = on; }));
   // --fuse-relu-grad-bgrad on|off (default: on for bf16/fp16, passes/training.h, TrainingSpec::fuse_relu_grad_bgrad).
-  if (args.has("fuse-relu-grad-bgrad")) {
-    const std::string m = args.get("fuse-relu-grad-bgrad");
-    if (m != "on" && m != "off") return absl::InvalidArgumentError("--fuse-relu-grad-bgrad must be on or off");
-    spec.fuse_relu_grad_bgrad = m == "on";
-  }
+  OTTR_RETURN_IF_ERROR(OnOff(args, "fuse-relu-grad-bgrad", [&](bool on) { spec.fuse_relu_grad_bgrad = on; }));
   // --large-relu-epilogue on|off (default: passes/training.h, TrainingSpec::large_relu_epilogue).
-  if (args.has("large-relu-epilogue")) {
-    const std::string m = args.get("large-relu-epilogue");
-    if (m != "on" && m != "off") return absl::InvalidArgumentError("--large-relu-epilogue must be on or off");
-    spec.large_relu_epilogue = m == "on";
-  }
+  OTTR_RETURN_IF_ERROR(OnOff(args, "large-relu-epilogue", [&](bool on) { spec.large_relu_epilogue = on; }));
   // --pad-gemm-dims on|off (default on: passes/training.h, TrainingSpec::pad_gemm_dims).
-  if (args.has("pad-gemm-dims")) {
-    const std::string m = args.get("pad-gemm-dims");
-    if (m != "on" && m != "off") return absl::InvalidArgumentError("--pad-gemm-dims must be on or off");
-    spec.pad_gemm_dims = m == "on";
-  }
+  OTTR_RETURN_IF_ERROR(OnOff(args, "pad-gemm-dims", [&](bool on) { spec.pad_gemm_dims = on; }));
   // --pad-gemm-min-macs N: pad-gemm-dims leaves GEMMs of fewer than N multiply-adds (m·n·k) alone.
   if (args.has("pad-gemm-min-macs")) {
     double v = 0;

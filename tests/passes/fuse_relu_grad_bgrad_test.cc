@@ -270,12 +270,7 @@ TEST(FuseReluGradBgradTrainingTest, Fp32MlpStepComputesTheSameBits) {
   with.expose_gradients = without.expose_gradients = true;
   testing::ModelStep a = testing::RunStepOnCpu(**forward, {16, 784}, with, 1e-3f);
   testing::ModelStep b = testing::RunStepOnCpu(**forward, {16, 784}, without, 1e-3f);
-  ASSERT_TRUE(a.step && b.step);
-  ASSERT_EQ(a.outputs.size(), b.outputs.size());
-  ASSERT_GT(a.outputs.size(), 1u);
-  for (size_t i = 0; i < a.outputs.size(); ++i) {
-    EXPECT_TRUE(a.outputs[i].BitwiseEquals(b.outputs[i])) << a.step->outputs()[i]->name();
-  }
+  testing::ExpectSameStepOutputs(a, b);
 }
 
 }  // namespace

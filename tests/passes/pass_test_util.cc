@@ -73,7 +73,10 @@ PassRun RunPassOnText(std::unique_ptr<passes::Pass> pass, const std::string& tex
 }
 
 void ExpectSameOutputs(const PassRun& r, uint64_t seed, double rtol) {
-  const runtime::TensorMap feeds = RandomFeeds(*r.before, seed);
+  ExpectSameOutputsOn(r, RandomFeeds(*r.before, seed), rtol);
+}
+
+void ExpectSameOutputsOn(const PassRun& r, const runtime::TensorMap& feeds, double rtol) {
   const std::vector<ir::Tensor> want = RunOnCpu(*r.before, feeds);
   const std::vector<ir::Tensor> got = RunOnCpu(*r.after, feeds);
   ASSERT_EQ(want.size(), got.size());
@@ -103,6 +106,15 @@ ModelStep RunStepOnCpu(const ir::Graph& forward, const std::vector<int64_t>& x_d
   m.outputs = RunOnCpu(**step, feeds);
   if (!m.outputs.empty()) m.step = std::move(*step);
   return m;
+}
+
+void ExpectSameStepOutputs(const ModelStep& a, const ModelStep& b) {
+  ASSERT_TRUE(a.step && b.step);
+  ASSERT_EQ(a.outputs.size(), b.outputs.size());
+  ASSERT_GT(a.outputs.size(), 1u);
+  for (size_t i = 0; i < a.outputs.size(); ++i) {
+    EXPECT_TRUE(a.outputs[i].BitwiseEquals(b.outputs[i])) << a.step->outputs()[i]->name();
+  }
 }
 
 }  // namespace ottr::testing

@@ -42,6 +42,8 @@ PassRun RunPassOnText(std::unique_ptr<passes::Pass> pass, const std::string& tex
 // outputs (as many, none missing, the same dims): bit for bit when `rtol` is 0, else within
 // runtime::AllClose(rtol, rtol).
 void ExpectSameOutputs(const PassRun& r, uint64_t seed, double rtol = 0.0);
+// The same with the given feeds.
+void ExpectSameOutputsOn(const PassRun& r, const runtime::TensorMap& feeds, double rtol = 0.0);
 
 // One training step of `forward` (passes::BuildTrainingGraph with `spec` and `options`) on the
 // CPU reference: the first input uniform in [-1, 1) with dims `x_dims` (seed 3), labels in
@@ -53,6 +55,9 @@ struct ModelStep {
 };
 ModelStep RunStepOnCpu(const ir::Graph& forward, const std::vector<int64_t>& x_dims, const passes::TrainingSpec& spec,
                        float lr, passes::PassManagerOptions options = {});
+// Both steps ran and every output of `a` (loss, updated parameters and state) is the same bits
+// as that of `b`.
+void ExpectSameStepOutputs(const ModelStep& a, const ModelStep& b);
 
 }  // namespace ottr::testing
 
