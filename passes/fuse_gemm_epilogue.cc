@@ -70,7 +70,7 @@ std::optional<Plan> Unless(bool already_fused, const Plan& p, std::string* why) 
 
 // Matches the pattern at `root` (Gemm, MatMul, FusedGemm bias / none); on failure returns nullopt
 // and the reason.
-std::optional<Plan> Match(Node* root, bool large_relu, std::string* why) {
+std::optional<Plan> Match(Node* root, bool large_relu, bool large_relu_f32, std::string* why) {
   Plan p;
   p.root = root;
   const std::optional<FusedEpilogue> fe = fusion::FusedEpilogueOf(root);
@@ -143,8 +143,9 @@ std::optional<Plan> Match(Node* root, bool large_relu, std::string* why) {
     const int64_t m = ir::StaticDims(*yt.shape)[0];
     const double large = at.dtype == ir::DType::kFloat32 ? kLargeF32GemmMacs : kLargeGemmMacs;
     // With `large_relu` a 16-bit ReLU stays in the epilogue (RELU_BIAS, no mask: the ReLU's
-    // backward reads the output, and fuse-gemm-dact-bgrad declines GEMMs this large).
-    const bool keep = large_relu && at.dtype != ir::DType::kFloat32 && fusion::IsOnnx(act, "Relu");
+    // backward reads the output, and fuse-gemm-dact-bgrad declines GEMMs this large); with
+    // `large_relu_f32` a float32 (TF32) one does.
+    const bool keep = (at.dtype == ir::DType::kFloat32 ? large_relu_f32 : large_relu) && fusion::IsOnnx(act, "Relu");
     if (!keep && static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) > large) {
       p.note = absl::StrCat("large GEMM (", m, "x", n, "x", k, "): cuBLASLt's activation epilogues are "
                             "slower there than a separate activation kernel; bias only");
@@ -215,7 +216,7 @@ absl::Status Rewrite(ir::Graph& g, const Plan& p, std::ostream* remarks) {
 
 class FuseGemmEpiloguePass : public Pass {
  public:
-  explicit FuseGemmEpiloguePass(bool large_relu) : large_relu_(large_relu) {}
+  FuseGemmEpiloguePass(bool large_relu, bool large_relu_f32) : large_relu_(large_relu), large_relu_f32_(large_relu_f32) {}
   absl::string_view name() const override { return kName; }
 
   absl::StatusOr<bool> Run(ir::Graph& g) override {
@@ -231,18 +232,19 @@ class FuseGemmEpiloguePass : public Pass {
       }
     }
     return fusion::MatchAndRewrite(
-        roots, remarks(), kName, [&](Node* n, std::string* why) { return Match(n, large_relu_, why); },
+        roots, remarks(), kName, [&](Node* n, std::string* why) { return Match(n, large_relu_, large_relu_f32_, why); },
         [&](const Plan& p) { return Rewrite(g, p, remarks()); });
   }
 
  private:
   bool large_relu_;
+  bool large_relu_f32_;
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> CreateFuseGemmEpiloguePass(bool large_relu) {
-  return std::make_unique<FuseGemmEpiloguePass>(large_relu);
+std::unique_ptr<Pass> CreateFuseGemmEpiloguePass(bool large_relu, bool large_relu_f32) {
+  return std::make_unique<FuseGemmEpiloguePass>(large_relu, large_relu_f32);
 }
 
 }  // namespace ottr::passes

@@ -33,8 +33,9 @@
 namespace ottr::passes {
 
 std::unique_ptr<Pass> CreateFoldGemmCastsPass();
-// `large_relu`: 16-bit GEMMs above the activation-epilogue size bound keep a ReLU as RELU_BIAS.
-std::unique_ptr<Pass> CreateFuseGemmEpiloguePass(bool large_relu = false);
+// `large_relu`: 16-bit GEMMs above the activation-epilogue size bound keep a ReLU as RELU_BIAS;
+// `large_relu_f32`: float32 (TF32) ones do.
+std::unique_ptr<Pass> CreateFuseGemmEpiloguePass(bool large_relu = false, bool large_relu_f32 = false);
 std::unique_ptr<Pass> CreateFuseGemmDActBgradPass();
 std::unique_ptr<Pass> CreateFuseGemmBgradPass();
 std::unique_ptr<Pass> CreateFuseReluGradBgradPass();
@@ -51,14 +52,15 @@ std::unique_ptr<Pass> CreateFuseSceGradPass();
 // passes/kmajor_gemm.cc: a large float32 GEMM whose operands both have k as their slow axis (the
 // weight gradients Xᵀ·dY) gets one operand transposed first, so TF32 Tensor Cores read it K-major.
 std::unique_ptr<Pass> CreateKMajorGemmOperandsPass();
-// passes/pad_gemm_dims.cc: a large bf16/fp16 GEMM whose k or n is not a multiple of 8 gets its
+// passes/pad_gemm_dims.cc: a large bf16/fp16 GEMM whose k or n is not a multiple of 8 (with
+// `float32`, also a float32 one whose k or n is not a multiple of 4: TF32 on the GPU) gets its
 // operands zero-padded (and its product sliced back) on the forward graph, before autodiff;
 // GEMMs of fewer than `min_rows` rows (m) or `min_macs` multiply-adds are declined (the defaults
 // are measured on the H200: passes/pad_gemm_dims.cc).
 inline constexpr double kPadGemmDefaultMinMacs = 1e7;
 inline constexpr int64_t kPadGemmDefaultMinRows = 512;
 std::unique_ptr<Pass> CreatePadGemmDimsPass(double min_macs = kPadGemmDefaultMinMacs,
-                                            int64_t min_rows = kPadGemmDefaultMinRows);
+                                            int64_t min_rows = kPadGemmDefaultMinRows, bool float32 = false);
 
 }  // namespace ottr::passes
 

@@ -1,5 +1,6 @@
 // "pad-gemm-dims": pads a large 16-bit GEMM whose inner (k) or output (n) dimension is not a
-// multiple of 8 elements, so every leading dimension of it and of its backward GEMMs is 16 bytes
+// multiple of 8 elements (with `float32`, also a float32 GEMM whose k or n is not a multiple of 4:
+// TF32 steps on the GPU), so every leading dimension of it and of its backward GEMMs is 16 bytes
 // (cuBLASLt's Tensor Core kernels on Hopper read operands through TMA, which needs 16-byte
 // aligned leading dimensions; a misaligned GEMM falls back to slower kernels).
 //
@@ -21,8 +22,12 @@
 //   MLP 4100-4096-1001: m = 256 437 -> 504 µs (slower), m = 1024 1735 -> 617, m = 4096 6213 -> 1137;
 //   MLP 1001-1024-1001: m = 512 181 -> 138, m = 4096 921 -> 316;
 //   MLP 784-512-512-10 (n = 10): m = 128 68.4 -> 76.7 (slower: 8 more launches), m = 8192 198.9 -> 184.8.
-// Float32 GEMMs are left alone (TF32 and exact float32 kernels take any alignment the layouts
-// allow); so are batched MatMuls.
+// TF32 (the H200, small MLP 784-512-512-10 at batch 8192, n = 10): the three GEMMs of the last
+// layer ran on cuBLASLt's align1 kernels, 13.2 µs forward, 13.1 µs dX (k = 10) and 17.5 + 4.6 +
+// 7.4 µs dW with its bias gradient, where 16-byte rows take a few µs each (bench/RESULTS.md). So
+// with `float32` (the tools turn it on for TF32 steps on the GPU) float32 GEMMs are padded to 4
+// elements under the same size rules; exact float32 steps and the CPU leave them alone. Batched
+// MatMuls are never padded.
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ir/op_registry.h"
@@ -38,34 +43,41 @@ using ir::Node;
 using ir::Value;
 
 constexpr char kName[] = "pad-gemm-dims";
-constexpr int64_t kAlign = 8;       // elements of a 16-bit type in 16 bytes
+constexpr int64_t kAlignBytes = 16;
 
-int64_t RoundUp(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+// Elements of `t` in 16 bytes: 8 for the 16-bit types, 4 for float32.
+int64_t AlignOf(ir::DType t) { return kAlignBytes / static_cast<int64_t>(ir::DTypeSize(t)); }
+int64_t RoundUp(int64_t v, int64_t align) { return (v + align - 1) / align * align; }
 
 struct Plan {
   Node* gemm = nullptr;
+  int64_t align = 8;  // elements
   int64_t m = 0, n = 0, k = 0;
   bool ta = false, tb = false;
   bool pad_bias = false;  // C has the n dimension as its last axis
 };
 
-// The 2-D GEMMs of a 16-bit type with a misaligned k or n (the candidates).
-bool IsCandidate(const Node* n) {
+// The 2-D GEMMs of a 16-bit type (or float32, with `float32`) with a misaligned k or n (the
+// candidates).
+bool IsCandidate(const Node* n, bool float32) {
   if (!fusion::IsOnnx(n, "Gemm") && !fusion::IsOnnx(n, "MatMul")) return false;
   for (int i = 0; i < 2; ++i) {
     const ir::TensorType& t = n->input(i)->type();
-    if (!t.is_static() || t.rank() != 2 || !fusion::IsLowFloat(t.dtype)) return false;
+    if (!t.is_static() || t.rank() != 2) return false;
+    if (!fusion::IsLowFloat(t.dtype) && !(float32 && t.dtype == ir::DType::kFloat32)) return false;
   }
   const std::vector<int64_t> a = ir::StaticDims(*n->input(0)->type().shape);
   const std::vector<int64_t> b = ir::StaticDims(*n->input(1)->type().shape);
   const int64_t k = n->GetInt("transA", 0) != 0 ? a[0] : a[1];
   const int64_t cols = n->GetInt("transB", 0) != 0 ? b[0] : b[1];
-  return k % kAlign != 0 || cols % kAlign != 0;
+  const int64_t align = AlignOf(n->input(0)->type().dtype);
+  return k % align != 0 || cols % align != 0;
 }
 
 std::optional<Plan> Match(Node* g, double min_macs, int64_t min_rows, std::string* why) {
   Plan p;
   p.gemm = g;
+  p.align = AlignOf(g->input(0)->type().dtype);
   p.ta = g->GetInt("transA", 0) != 0;
   p.tb = g->GetInt("transB", 0) != 0;
   const std::vector<int64_t> a = ir::StaticDims(*g->input(0)->type().shape);
@@ -74,7 +86,7 @@ std::optional<Plan> Match(Node* g, double min_macs, int64_t min_rows, std::strin
   p.k = p.ta ? a[0] : a[1];
   p.n = p.tb ? b[0] : b[1];
   const std::string dims = absl::StrCat(p.m, "x", p.n, "x", p.k, " (", ir::DTypeName(g->input(0)->type().dtype),
-                                        ", k = ", p.k, ", n = ", p.n, ": not both multiples of ", kAlign, ")");
+                                        ", k = ", p.k, ", n = ", p.n, ": not both multiples of ", p.align, ")");
   if (p.m < min_rows) {
     *why = absl::StrCat("GEMM ", dims, " has ", p.m, " rows (< ", min_rows,
                         "): the weight's Pad and its gradient's Slice would cost more than the misaligned kernel loses");
@@ -133,7 +145,7 @@ absl::StatusOr<Value*> PadAxes(ir::Graph& g, Value* v, const std::vector<int64_t
 absl::Status Rewrite(ir::Graph& g, const Plan& p, std::ostream* remarks) {
   Node* gemm = p.gemm;
   const std::string& origin = gemm->origin();
-  const int64_t kp = RoundUp(p.k) - p.k, np = RoundUp(p.n) - p.n;
+  const int64_t kp = RoundUp(p.k, p.align) - p.k, np = RoundUp(p.n, p.align) - p.n;
   std::vector<Value*> ins = gemm->inputs();
   std::vector<std::string> what;
   // A: k is axis 1 (axis 0 with transA); B: k is axis 0 and n axis 1 (swapped with transB).
@@ -174,14 +186,15 @@ absl::Status Rewrite(ir::Graph& g, const Plan& p, std::ostream* remarks) {
 
 class PadGemmDimsPass : public Pass {
  public:
-  PadGemmDimsPass(double min_macs, int64_t min_rows) : min_macs_(min_macs), min_rows_(min_rows) {}
+  PadGemmDimsPass(double min_macs, int64_t min_rows, bool float32)
+      : min_macs_(min_macs), min_rows_(min_rows), float32_(float32) {}
   absl::string_view name() const override { return kName; }
 
   absl::StatusOr<bool> Run(ir::Graph& g) override {
     OTTR_ASSIGN_OR_RETURN(std::vector<Node*> order, g.TopoOrder());
     std::vector<Node*> roots;
     for (Node* n : order) {
-      if (IsCandidate(n)) roots.push_back(n);
+      if (IsCandidate(n, float32_)) roots.push_back(n);
     }
     // A rewrite replaces only its own GEMM: the other roots stay valid.
     return fusion::MatchAndRewrite(
@@ -192,12 +205,13 @@ class PadGemmDimsPass : public Pass {
  private:
   double min_macs_;
   int64_t min_rows_;
+  bool float32_;
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> CreatePadGemmDimsPass(double min_macs, int64_t min_rows) {
-  return std::make_unique<PadGemmDimsPass>(min_macs, min_rows);
+std::unique_ptr<Pass> CreatePadGemmDimsPass(double min_macs, int64_t min_rows, bool float32) {
+  return std::make_unique<PadGemmDimsPass>(min_macs, min_rows, float32);
 }
 
 }  // namespace ottr::passes

@@ -490,6 +490,8 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
     pm.Add(CreateMixedPrecisionPass(
         spec.precision == Precision::kBf16 ? DType::kBFloat16 : DType::kFloat16, spec.keep_fp32));
     if (spec.pad_gemm_dims) pm.Add(CreatePadGemmDimsPass(spec.pad_gemm_min_macs, spec.pad_gemm_min_rows));
+  } else if (spec.precision == Precision::kTf32 && spec.pad_gemm_dims && spec.pad_tf32_gemms) {
+    pm.Add(CreatePadGemmDimsPass(spec.pad_gemm_min_macs, spec.pad_gemm_min_rows, /*float32=*/true));
   }
   pm.Add(std::make_unique<AppendLossPass>(spec.loss));
   const LossScaleSpec::Kind scaling = EffectiveLossScale(spec);
@@ -517,7 +519,7 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
   if (spec.fuse_epilogues) {
     pm.Add(CreateFuseSceGradPass());
     pm.Add(CreateFoldGemmCastsPass());
-    pm.Add(CreateFuseGemmEpiloguePass(spec.large_relu_epilogue));
+    pm.Add(CreateFuseGemmEpiloguePass(spec.large_relu_epilogue, spec.large_relu_epilogue_tf32));
     pm.Add(CreateFuseGemmDActBgradPass());
     const bool low = spec.precision == Precision::kBf16 || spec.precision == Precision::kFp16;
     if (spec.fuse_relu_grad_bgrad.value_or(low)) pm.Add(CreateFuseReluGradBgradPass());

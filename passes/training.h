@@ -115,6 +115,8 @@ struct TrainingSpec {
   // 158.6 + 13.2 µs for the GEMM and the ReLU kernel; the bf16 MLP 4096x4 step went from 2653 to
   // 2594 µs, fp16 from 2772 to 2714. `--large-relu-epilogue off` to compare.
   bool large_relu_epilogue = true;
+  // The same for float32 (TF32) GEMMs above their bound (1e9 multiply-adds).
+  bool large_relu_epilogue_tf32 = false;
   // Run the 2-D convolutions, max pools and the elementwise nodes between them channels-last
   // (nhwc-layout, passes/layout.h), where cuDNN is fastest. The tools turn it on for the CUDA
   // executor.
@@ -136,6 +138,10 @@ struct TrainingSpec {
   // passes/pad_gemm_dims.cc), so their leading dimensions are 16 bytes; on the H200 this made a
   // bf16 MLP 4100-4096-1001 step 5.5x faster at batch 4096 (`--pad-gemm-dims off` to compare).
   bool pad_gemm_dims = true;
+  // With kTf32 and pad_gemm_dims: float32 GEMMs whose k or n is not a multiple of 4 are padded
+  // too (TF32 kernels on the GPU want 16-byte rows as well). The tools turn it on for the CUDA
+  // executor; the CPU gains nothing from it.
+  bool pad_tf32_gemms = false;
   double pad_gemm_min_macs = 1e7;  // GEMMs smaller than this (m·n·k) are not padded
   int64_t pad_gemm_min_rows = 512;  // nor GEMMs of fewer rows (m)
   Precision precision = Precision::kFp32;

@@ -20,6 +20,7 @@
 #include "tools/training_flags.h"
 #ifdef OTTR_HAVE_CUDA
 #include "runtime/cuda/cuda_executor.h"
+#include "runtime/cuda/kernel_trace.h"
 #endif
 
 namespace ottr::tools {
@@ -45,11 +46,32 @@ runtime::TensorMap RandomFeeds(const ir::Graph& step, int64_t classes, uint64_t 
   return feeds;
 }
 
+#ifdef OTTR_HAVE_CUDA
+// --trace FILE: the timeline of the last traced step, after a summary of the last ten; the
+// summary of the last step on stdout.
+absl::Status WriteTrace(const std::string& path, const std::vector<cuda::TraceRecord>& records) {
+  const std::vector<cuda::StepTimeline> steps = cuda::StepTimelines(records);
+  if (steps.empty()) return absl::InternalError("--trace: CUPTI recorded no graph launches");
+  std::ofstream out(path);
+  const size_t first = steps.size() > 10 ? steps.size() - 10 : 0;
+  for (size_t i = first; i < steps.size(); ++i) {
+    out << absl::StrFormat("step %d: %d records, span %.2f us, busy %.2f us, idle %.2f us\n", i,
+                           steps[i].records.size(), steps[i].span_us, steps[i].busy_us, steps[i].idle_us());
+  }
+  const cuda::StepTimeline& last = steps.back();
+  out << "\nlast step:\n" << cuda::FormatTimeline(last);
+  if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
+  std::printf("trace: %zu records per step, span %.2f us, busy %.2f us, idle %.2f us (%s)\n", last.records.size(),
+              last.span_us, last.busy_us, last.idle_us(), path.c_str());
+  return absl::OkStatus();
+}
+#endif
+
 }  // namespace
 
 absl::Status CmdBench(const std::vector<std::string>& argv) {
   std::set<std::string> values = TrainingValueFlags();
-  for (const char* f : {"device", "csv", "steps", "windows", "name", "algo-cache", "per-op-csv", "streams"}) values.insert(f);
+  for (const char* f : {"device", "csv", "steps", "windows", "name", "algo-cache", "per-op-csv", "streams", "trace"}) values.insert(f);
   std::set<std::string> switches = TrainingSwitchFlags();
   for (const char* f : {"no-cuda-graph", "no-tf32", "per-op"}) switches.insert(f);
   OTTR_ASSIGN_OR_RETURN(Args args, Args::Parse(argv, values, switches));
@@ -62,6 +84,7 @@ absl::Status CmdBench(const std::vector<std::string>& argv) {
   if (device == "cuda" && !args.has("layout")) spec.channels_last = true;
   if (device == "cuda") spec.narrow_exact_ops = true;
   if (device == "cuda") spec.kmajor_gemm_operands = true;
+  if (device == "cuda") spec.pad_tf32_gemms = true;
   spec.optimizer_low_copies = true;
   OTTR_ASSIGN_OR_RETURN(int64_t steps, args.get_int("steps", 50));
   OTTR_ASSIGN_OR_RETURN(int64_t windows, args.get_int("windows", 5));
@@ -88,6 +111,11 @@ absl::Status CmdBench(const std::vector<std::string>& argv) {
     o.algo_cache_file = args.get("algo-cache");
     OTTR_ASSIGN_OR_RETURN(o.streams, args.get_int("streams", o.streams));
     if (o.streams < 1) return absl::InvalidArgumentError("--streams must be at least 1");
+    // --trace: CUPTI records the device's activity from before the step is captured.
+    std::unique_ptr<cuda::KernelTrace> trace;
+    if (args.has("trace")) {
+      OTTR_ASSIGN_OR_RETURN(trace, cuda::KernelTrace::Start());
+    }
     OTTR_ASSIGN_OR_RETURN(auto exec, cuda::CudaExecutor::Create(*step, o));
     OTTR_RETURN_IF_ERROR(exec->Prepare(feeds));
     OTTR_ASSIGN_OR_RETURN(double warm, exec->TimeSteps(10));
@@ -98,6 +126,11 @@ absl::Status CmdBench(const std::vector<std::string>& argv) {
     }
     launches = exec->stats().launches_per_step;
     peak = exec->stats().arena_bytes;
+    if (trace != nullptr) {
+      OTTR_RETURN_IF_ERROR(exec->WaitIdle());
+      OTTR_ASSIGN_OR_RETURN(std::vector<cuda::TraceRecord> records, trace->Stop());
+      OTTR_RETURN_IF_ERROR(WriteTrace(args.get("trace"), records));
+    }
     if (args.has("per-op")) {
       OTTR_ASSIGN_OR_RETURN(per_op, exec->TimeNodes(20));
     }

@@ -33,6 +33,7 @@ absl::Status CmdPasses(const std::vector<std::string>& argv) {
   if (!args.has("layout")) spec.channels_last = true;
   spec.narrow_exact_ops = true;
   spec.kmajor_gemm_operands = true;
+  spec.pad_tf32_gemms = true;
   spec.optimizer_low_copies = true;
   OTTR_ASSIGN_OR_RETURN(auto graph, importer::ImportModelFile(args.positional()[0]));
   passes::PassManagerOptions o;

@@ -72,6 +72,7 @@ absl::Status CmdTrain(const std::vector<std::string>& argv) {
   if (config.device == "cuda" && !args.has("layout")) config.spec.channels_last = true;
   if (config.device == "cuda") config.spec.narrow_exact_ops = true;
   if (config.device == "cuda") config.spec.kmajor_gemm_operands = true;
+  if (config.device == "cuda") config.spec.pad_tf32_gemms = true;
   config.spec.optimizer_low_copies = true;
   config.input = args.get("input");
   if (config.epochs <= 0 || config.max_steps == 0) return absl::InvalidArgumentError("nothing to train: --epochs/--steps must be positive");

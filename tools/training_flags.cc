@@ -12,7 +12,7 @@ namespace ottr::tools {
 std::set<std::string> TrainingValueFlags() {
   return {"loss", "logits", "loss-output", "ignore-index", "label-smoothing", "optimizer", "lr",
           "momentum", "dampening", "weight-decay", "beta1", "beta2", "eps", "clip-grad-norm",
-          "batch", "freeze", "dim", "multi-tensor-optimizer", "fuse-epilogues", "fuse-relu-grad-bgrad", "pad-gemm-dims", "pad-gemm-min-macs", "pad-gemm-min-rows", "large-relu-epilogue", "layout",
+          "batch", "freeze", "dim", "multi-tensor-optimizer", "fuse-epilogues", "fuse-relu-grad-bgrad", "pad-gemm-dims", "pad-gemm-min-macs", "pad-gemm-min-rows", "large-relu-epilogue", "large-relu-epilogue-tf32", "layout",
           "disable-passes", "precision", "keep-fp32", "loss-scale",
           "loss-scale-growth-interval"};
 }
@@ -59,6 +59,9 @@ absl::StatusOr<passes::TrainingSpec> ParseTrainingSpec(const Args& args, int64_t
   OTTR_RETURN_IF_ERROR(OnOff(args, "fuse-relu-grad-bgrad", [&](bool on) { spec.fuse_relu_grad_bgrad = on; }));
   // --large-relu-epilogue on|off (default: passes/training.h, TrainingSpec::large_relu_epilogue).
   OTTR_RETURN_IF_ERROR(OnOff(args, "large-relu-epilogue", [&](bool on) { spec.large_relu_epilogue = on; }));
+  // --large-relu-epilogue-tf32 on|off: the same for float32 GEMMs (TrainingSpec::large_relu_epilogue_tf32).
+  OTTR_RETURN_IF_ERROR(
+      OnOff(args, "large-relu-epilogue-tf32", [&](bool on) { spec.large_relu_epilogue_tf32 = on; }));
   // --pad-gemm-dims on|off (default on: passes/training.h, TrainingSpec::pad_gemm_dims).
   OTTR_RETURN_IF_ERROR(OnOff(args, "pad-gemm-dims", [&](bool on) { spec.pad_gemm_dims = on; }));
   // --pad-gemm-min-macs N: pad-gemm-dims leaves GEMMs of fewer than N multiply-adds (m·n·k) alone.

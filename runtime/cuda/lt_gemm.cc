@@ -68,6 +68,27 @@ absl::StatusOr<LtLayout> MakeLayout(cudaDataType_t t, int64_t rows, int64_t cols
   return layout;
 }
 
+int32_t AlgoConfig(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attr) {
+  int32_t v = 0;
+  size_t written = 0;
+  uint32_t u = 0;
+  if (attr == CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME || attr == CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID) {
+    if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &u, sizeof(u), &written) != CUBLAS_STATUS_SUCCESS) return -1;
+    return static_cast<int32_t>(u);
+  }
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof(v), &written) != CUBLAS_STATUS_SUCCESS) return -1;
+  return v;
+}
+
+std::string DescribeAlgo(const cublasLtMatmulHeuristicResult_t& r) {
+  return absl::StrCat("id ", AlgoConfig(r.algo, CUBLASLT_ALGO_CONFIG_ID), " tile ",
+                      AlgoConfig(r.algo, CUBLASLT_ALGO_CONFIG_TILE_ID), " splitk ",
+                      AlgoConfig(r.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM), " red ",
+                      AlgoConfig(r.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME), " stages ",
+                      AlgoConfig(r.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID), " cluster ",
+                      AlgoConfig(r.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID), " ws ", r.workspaceSize);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LtGemm>> LtGemm::Create(CudaLibraries& libs, const GemmConfig& cfg) {
@@ -240,7 +261,7 @@ absl::Status LtGemm::Autotune(const cublasLtMatmulHeuristicResult_t* results, in
         continue;
       }
       if (std::getenv("OTTR_LOG_GEMM_ALGOS") != nullptr) {
-        std::fprintf(stderr, "  candidate #%d: %.2f us\n", i, ms * 1000.0f / kRuns);
+        std::fprintf(stderr, "  candidate #%d: %.2f us (%s)\n", i, ms * 1000.0f / kRuns, DescribeAlgo(results[i]).c_str());
       }
       if (best < 0 || ms < best) {
         best = ms;

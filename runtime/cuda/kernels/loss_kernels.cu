@@ -67,7 +67,7 @@ __global__ void FinalizeKernel(const double* __restrict__ partial, int g, bool d
 // ---------------------------------------------------------------------------------------------
 // ottr::SoftmaxCrossEntropy forward, and ottr::SoftmaxCrossEntropyWithGrad: the same kernels
 // with `dx` set also write dlogits from the log_prob values they compute (rounded to T, as the
-// log_prob tensor would be), with `scale` = dloss / count from SceScaleKernel: the value of
+// log_prob tensor would be), with `scale` = dloss / count (SceScaleSource): the value of
 // SoftmaxCrossEntropyGrad rounded to T, then to G (the Cast of a 16-bit step).
 
 // exp in the compute type: expf for float32 and the 16-bit types (within 2 ulp), exp for double.
@@ -99,6 +99,42 @@ __device__ __forceinline__ G SceGradAt(double l, int64_t j, int64_t y, int64_t c
   return FromC<G>(ToC(FromC<T>(v)));
 }
 
+// dloss / (number of rows whose label is not ignore_index), for every thread of the block.
+__device__ double SceScale(const void* labels, bool l64, int64_t n, int64_t ignore, const void* dloss,
+                           int dloss_dtype, double* sm) {
+  double count = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) count += LoadLabel(labels, l64, i) != ignore ? 1.0 : 0.0;
+  count = nl::BlockSum(count, sm);
+  return LoadAny(dloss, dloss_dtype, 0) / count;
+}
+
+__global__ void SceScaleKernel(const void* labels, bool l64, int64_t n, int64_t ignore, const void* dloss,
+                               int dloss_dtype, double* scale_out) {
+  __shared__ double sm[32];
+  const double scale = SceScale(labels, l64, n, ignore, dloss, dloss_dtype, sm);
+  if (threadIdx.x == 0) *scale_out = scale;
+}
+
+// Where the gradient takes dloss / count from: the device scalar SceScaleKernel wrote, or, in a
+// one-block grid, the block's own count of the labels before its rows (one launch less).
+struct SceScaleSource {
+  const double* scale = nullptr;  // SceScaleKernel's result
+  const void* dloss = nullptr;    // set instead: the block counts the labels itself
+  int dloss_dtype = 0;
+};
+
+// The scale for every thread of the block (0 without a gradient); a block-wide call.
+__device__ __forceinline__ double ReadSceScale(const SceScaleSource& src, bool has_dx, const void* labels, bool l64,
+                                               int64_t n, int64_t ignore, double* sm) {
+  if (!has_dx) return 0.0;
+  if (src.dloss != nullptr) {
+    const double scale = SceScale(labels, l64, n, ignore, src.dloss, src.dloss_dtype, sm);
+    __syncthreads();  // every warp has read `sm` before the caller reuses it
+    return scale;
+  }
+  return *src.scale;
+}
+
 // Rows of C <= 1024 in the registers of kWidth lanes (as SoftmaxWarpKernel). The row's
 // log-sum-exp and the loss terms are computed in double, as the CPU reference does.
 template <typename T, typename G, int kWidth, int kPerLane>
@@ -106,10 +142,11 @@ __global__ void __launch_bounds__(kSceBlock)
     SceForwardWarpKernel(const T* __restrict__ logits, const void* __restrict__ labels,
                          bool labels64, T* __restrict__ log_prob, T* __restrict__ loss,
                          double* __restrict__ partial, int64_t rows, int c, int64_t ignore,
-                         double eps, G* __restrict__ dx, const double* __restrict__ scale_in) {
+                         double eps, G* __restrict__ dx, SceScaleSource scale_src) {
   using C = ComputeT<T>;
   __shared__ double s_loss[32];
   __shared__ double s_cnt[32];
+  const double scale = ReadSceScale(scale_src, dx != nullptr, labels, labels64, rows, ignore, s_loss);
   constexpr int kRowsPerWarp = 32 / kWidth;
   const int lane = threadIdx.x & (kWidth - 1);
   const int sub = (threadIdx.x & 31) / kWidth;
@@ -117,7 +154,6 @@ __global__ void __launch_bounds__(kSceBlock)
   const int64_t warp = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + warp_in_block;
   const int64_t num_warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
   double acc = 0, cnt = 0;  // non-zero only in the first lane of each row group
-  const double scale = dx != nullptr ? *scale_in : 0.0;
   for (int64_t first = warp * kRowsPerWarp; first < rows; first += num_warps * kRowsPerWarp) {
     const int64_t row = first + sub;
     const bool valid = row < rows;
@@ -182,12 +218,12 @@ __global__ void __launch_bounds__(kSceBlock)
     SceForwardBlockKernel(const T* __restrict__ logits, const void* __restrict__ labels,
                           bool labels64, T* __restrict__ log_prob, T* __restrict__ loss,
                           double* __restrict__ partial, int64_t rows, int64_t c, int64_t ignore,
-                          double eps, G* __restrict__ dx, const double* __restrict__ scale_in) {
+                          double eps, G* __restrict__ dx, SceScaleSource scale_src) {
   using C = ComputeT<T>;
   __shared__ C smc[32];
   __shared__ double smd[64];
   double acc = 0, cnt = 0;
-  const double scale = dx != nullptr ? *scale_in : 0.0;
+  const double scale = ReadSceScale(scale_src, dx != nullptr, labels, labels64, rows, ignore, smd);
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* x = logits + row * c;
     C m = -std::numeric_limits<C>::infinity();
@@ -252,21 +288,30 @@ SceForwardPlan PlanSceForward(int64_t n, int64_t c) {
 
 template <typename T, typename G, int kWidth, int kPerLane>
 void LaunchSceWarp(const SceForwardPlan& p, const T* x, const void* labels, bool l64, T* lp, T* loss,
-                   double* partial, int64_t n, int64_t c, int64_t ignore, double eps, G* dx, const double* scale,
-                   cudaStream_t s) {
+                   double* partial, int64_t n, int64_t c, int64_t ignore, double eps, G* dx,
+                   const SceScaleSource& scale, cudaStream_t s) {
   SceForwardWarpKernel<T, G, kWidth, kPerLane><<<p.grid, p.threads, 0, s>>>(
       x, labels, l64, lp, loss, partial, n, static_cast<int>(c), ignore, eps, dx, scale);
 }
 
-// The forward (dx null) or the forward with the gradient (dx and the device scalar `scale`).
+// The forward (dx null) or the forward with the gradient (dx, scaled by dloss / count): a grid of
+// one block counts the labels itself, a larger one runs SceScaleKernel into `scale_slot` first.
 template <typename T, typename G>
 void SceForwardTyped(const void* xv, const void* labels, bool l64, void* lossv, void* lpv, int64_t n,
-                     int64_t c, int64_t ignore, double eps, double* partial, G* dx, const double* scale,
-                     cudaStream_t s) {
+                     int64_t c, int64_t ignore, double eps, double* partial, G* dx, const void* dloss,
+                     int dloss_dtype, double* scale_slot, cudaStream_t s) {
   const T* x = static_cast<const T*>(xv);
   T* loss = static_cast<T*>(lossv);
   T* lp = static_cast<T*>(lpv);
   const SceForwardPlan p = PlanSceForward(n, c);
+  SceScaleSource scale;
+  if (dx != nullptr && p.grid == 1) {
+    scale.dloss = dloss;
+    scale.dloss_dtype = dloss_dtype;
+  } else if (dx != nullptr) {
+    SceScaleKernel<<<1, 1024, 0, s>>>(labels, l64, n, ignore, dloss, dloss_dtype, scale_slot);
+    scale.scale = scale_slot;
+  }
   if (p.block_rows) {
     SceForwardBlockKernel<T, G><<<p.grid, p.threads, 0, s>>>(x, labels, l64, lp, loss, partial, n, c, ignore, eps, dx,
                                                              scale);
@@ -290,22 +335,6 @@ void SceForwardTyped(const void* xv, const void* labels, bool l64, void* lossv, 
 
 // ---------------------------------------------------------------------------------------------
 // ottr::SoftmaxCrossEntropyGrad.
-
-// dloss / (number of rows whose label is not ignore_index), for every thread of the block.
-__device__ double SceScale(const void* labels, bool l64, int64_t n, int64_t ignore, const void* dloss,
-                           int dloss_dtype, double* sm) {
-  double count = 0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) count += LoadLabel(labels, l64, i) != ignore ? 1.0 : 0.0;
-  count = nl::BlockSum(count, sm);
-  return LoadAny(dloss, dloss_dtype, 0) / count;
-}
-
-__global__ void SceScaleKernel(const void* labels, bool l64, int64_t n, int64_t ignore, const void* dloss,
-                               int dloss_dtype, double* scale_out) {
-  __shared__ double sm[32];
-  const double scale = SceScale(labels, l64, n, ignore, dloss, dloss_dtype, sm);
-  if (threadIdx.x == 0) *scale_out = scale;
-}
 
 // kSingle: one block computes the scale itself; otherwise it is read from `scale_in`.
 template <typename T, bool kSingle>
@@ -559,7 +588,7 @@ cudaError_t LaunchSceForward(int dtype, const void* logits, const void* labels, 
   const bool ok = nl::DispatchFloat(dtype, [&](auto tag) {
     using T = decltype(tag);
     SceForwardTyped<T, T>(logits, labels, labels64, loss, log_prob, n, c, ignore_index, label_smoothing,
-                          static_cast<double*>(workspace), nullptr, nullptr, stream);
+                          static_cast<double*>(workspace), nullptr, nullptr, 0, nullptr, stream);
   });
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }
@@ -587,14 +616,13 @@ cudaError_t LaunchSceWithGrad(int dtype, int grad_dtype, int dloss_dtype, const 
   // workspace: the scale (256 bytes), then the forward's partials.
   double* scale = static_cast<double*>(workspace);
   double* partial = reinterpret_cast<double*>(static_cast<char*>(workspace) + 256);
-  SceScaleKernel<<<1, 1024, 0, stream>>>(labels, labels64, n, ignore_index, dloss, dloss_dtype, scale);
   bool ok = false;
   nl::DispatchFloat(dtype, [&](auto tag) {
     using T = decltype(tag);
     auto run = [&](auto gtag) {
       using G = decltype(gtag);
       SceForwardTyped<T, G>(logits, labels, labels64, loss, nullptr, n, c, ignore_index, label_smoothing, partial,
-                            static_cast<G*>(dlogits), scale, stream);
+                            static_cast<G*>(dlogits), dloss, dloss_dtype, scale, stream);
       ok = true;
     };
     if (grad_dtype == dtype) {
