@@ -37,6 +37,7 @@
 // steps on the GPU (TrainingSpec::kmajor_gemm_operands); the CPU GEMM packs its operands either
 // way.
 #include <algorithm>
+#include <cstdlib>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -66,6 +67,21 @@ struct Plan {
   bool either = false;  // no epilogue pins the choice
   bool data_gradient = false;  // transA = transB = 0: B is the MN-major one
 };
+
+// How far from the step's inputs `v` is made: 0 for inputs and initializers, else one more than
+// the deepest input of its producer (memoised).
+int Depth(const Value* v, absl::flat_hash_map<const Value*, int>& memo) {
+  if (v == nullptr || v->producer() == nullptr) return 0;
+  if (auto it = memo.find(v); it != memo.end()) return it->second;
+  int d = 0;
+  for (const Value* in : v->producer()->inputs()) d = std::max(d, Depth(in, memo) + 1);
+  memo[v] = d;
+  return d;
+}
+int Depth(const Value* v) {
+  absl::flat_hash_map<const Value*, int> memo;
+  return Depth(v, memo);
+}
 
 // A GEMM with transA = transB = 0 (B MN-major): transpose B when the product is tall and large.
 std::optional<Plan> MatchDataGradient(Node* n, std::string* why) {
@@ -125,13 +141,19 @@ std::optional<Plan> Match(Node* n, std::string* why) {
         return std::nullopt;
     }
   }
-  if (m < kMinMn || nn < kMinMn || m * nn < kMinOutput || k < kMinK) {
+  int64_t min_output = kMinOutput;
+  if (const char* env = std::getenv("OTTR_KMAJOR_MIN_OUTPUT")) min_output = std::atoll(env);
+  if (m < kMinMn || nn < kMinMn || m * nn < min_output || k < kMinK) {
     *why = absl::StrCat("GEMM ", m, "x", nn, "x", k, " is too small to pay for a transpose (needs m, n >= ", kMinMn,
                         ", m*n >= 2^20, k >= ", kMinK, ")");
     return std::nullopt;
   }
   if (!e || (*e != ir::FusedEpilogue::kBgradA && *e != ir::FusedEpilogue::kBgradB)) {
-    p.operand = nn < m ? 1 : 0;
+    // The operand that exists earlier in the step (a graph input or a forward activation rather
+    // than a gradient) is transposed: its Transpose can run beside earlier work instead of
+    // between the gradient's producer and this GEMM. On a tie, the smaller one.
+    const int da = Depth(a), db = Depth(b);
+    p.operand = da != db ? (db < da ? 1 : 0) : (nn < m ? 1 : 0);
     p.either = true;
   }
   return p;

@@ -116,17 +116,16 @@ std::vector<Footprint> Footprints(const std::vector<NodeLaunch>& launches, bool 
 }
 
 // Spreads `launches` over `num_streams` streams, in two passes.
-//  1. Streams, from the dependencies through data and arena reuse (workspaces left out: the
-//     planner gives consecutive nodes the same workspace bytes, which would chain every GEMM): a
+//  1. Streams, from the dependencies through data and arena reuse (workspaces left out): a
 //     launch follows the latest launch it depends on when that launch is the last on its stream
 //     (no wait), else takes the stream idle longest. A launch whose workspace exceeds
-//     `side_workspace` stays on the main stream (0).
-//  2. Each side stream s gets its own workspace, `side_base` + (s - 1) * `side_workspace`, used
-//     by its launches in their order; then the waits, from every dependency (the main stream's
-//     planned workspaces included): each launch waits for the latest dependency on every other
-//     stream it has not yet synchronised with.
+//     `stream_workspace` stays on the main stream (0) with its planned workspace.
+//  2. Each stream s gets its own workspace, `stream_base` + s * `stream_workspace`, used by its
+//     launches in their order (the planner placed no workspace for them); then the waits, from
+//     every dependency (planned workspaces included): each launch waits for the latest dependency
+//     on every other stream it has not yet synchronised with.
 // Returns the number of streams used.
-int AssignStreams(std::vector<NodeLaunch>& launches, int num_streams, char* side_base, int64_t side_workspace) {
+int AssignStreams(std::vector<NodeLaunch>& launches, int num_streams, char* stream_base, int64_t stream_workspace) {
   for (NodeLaunch& l : launches) {
     l.stream = 0;
     l.waits.clear();
@@ -168,7 +167,7 @@ int AssignStreams(std::vector<NodeLaunch>& launches, int num_streams, char* side
           if (tail[s] < tail[chosen]) chosen = s;
         }
       }
-      if (launches[i].op.workspace_bytes > side_workspace) chosen = 0;
+      if (launches[i].op.workspace_bytes > stream_workspace) chosen = 0;
       launches[i].stream = chosen;
       tail[chosen] = i;
     }
@@ -178,7 +177,9 @@ int AssignStreams(std::vector<NodeLaunch>& launches, int num_streams, char* side
   for (int i : order) {
     NodeLaunch& l = launches[i];
     used = std::max(used, l.stream + 1);
-    if (l.stream > 0 && l.op.workspace_bytes > 0) l.workspace = side_base + (l.stream - 1) * side_workspace;
+    if (l.op.workspace_bytes > 0 && l.op.workspace_bytes <= stream_workspace) {
+      l.workspace = stream_base + l.stream * stream_workspace;
+    }
   }
   const std::vector<Footprint> fp = Footprints(launches, /*with_workspace=*/true);
   // known[s][t]: the launches of stream t up to this index are complete before s's next launch.
@@ -426,10 +427,24 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
   // 2. Memory: the planner places every buffer (parameters and optimizer state included) in one
   // arena, reusing the bytes of dead values, writing state updates in place and choosing the
   // schedule; the launches follow its schedule.
+  // With several streams every stream has a workspace of its own (AssignStreams), used by its
+  // launches in order, so the planner places only the workspaces too large for that: a planned
+  // workspace lives at its node's place in the planner's schedule, and bytes the planner gives a
+  // later node's output would make that node wait for the GEMM that used them as workspace (on
+  // the H200 the small MLP's data gradient dX1 waited for the weight gradient dW1 so).
+  int want_streams = options.streams;
+  if (const char* env = std::getenv("OTTR_STREAMS")) want_streams = std::max(1, std::atoi(env));
+  want_streams = std::min(want_streams, 8);
   absl::flat_hash_map<const ir::Node*, int64_t> workspace_of;
+  int64_t stream_workspace = 0;
   for (const NodeLaunch& l : launches) {
-    if (l.op.workspace_bytes > 0) workspace_of[l.node] = l.op.workspace_bytes;
+    if (want_streams > 1 && l.op.workspace_bytes <= kMaxSideWorkspace) {
+      stream_workspace = std::max(stream_workspace, l.op.workspace_bytes);
+    } else if (l.op.workspace_bytes > 0) {
+      workspace_of[l.node] = l.op.workspace_bytes;
+    }
   }
+  stream_workspace = AlignUp(stream_workspace);
   passes::PlanOptions plan_options;
   plan_options.alignment = kAlign;
   plan_options.workspace_bytes = [&](const ir::Node& n) -> int64_t {
@@ -446,20 +461,10 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
       return position.at(x.node) < position.at(y.node);
     });
   }
-  // Side streams (CudaExecutorOptions::streams) get workspaces of their own past the planned
-  // bytes: room for the largest workspace up to kMaxSideWorkspace each.
-  int want_streams = options.streams;
-  if (const char* env = std::getenv("OTTR_STREAMS")) want_streams = std::max(1, std::atoi(env));
-  want_streams = std::min(want_streams, 8);
-  int64_t side_workspace = 0;
-  if (want_streams > 1) {
-    for (const NodeLaunch& l : launches) {
-      if (l.op.workspace_bytes <= kMaxSideWorkspace) side_workspace = std::max(side_workspace, l.op.workspace_bytes);
-    }
-    side_workspace = (side_workspace + kAlign - 1) / kAlign * kAlign;
-  }
-  const int64_t side_base = (plan.peak_bytes + kAlign - 1) / kAlign * kAlign;
-  arena_bytes = std::max<int64_t>(side_base + (want_streams - 1) * side_workspace, kAlign);
+  // The streams' workspaces (CudaExecutorOptions::streams > 1) follow the planned bytes: room for
+  // the largest workspace up to kMaxSideWorkspace each.
+  const int64_t stream_base = AlignUp(plan.peak_bytes);
+  arena_bytes = std::max<int64_t>(stream_base + (want_streams > 1 ? want_streams : 0) * stream_workspace, kAlign);
   if (arena != nullptr) cudaFree(arena);
   arena = nullptr;
   OTTR_CUDA_RETURN_IF_ERROR(cudaMalloc(&arena, arena_bytes));
@@ -507,7 +512,7 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
     if (it != plan.workspace_offset.end()) l.workspace = static_cast<char*>(arena) + it->second;
   }
   // Streams: which launches overlap (CudaExecutorOptions::streams).
-  streams_used = AssignStreams(launches, want_streams, static_cast<char*>(arena) + side_base, side_workspace);
+  streams_used = AssignStreams(launches, want_streams, static_cast<char*>(arena) + stream_base, stream_workspace);
   while (static_cast<int>(side_streams.size()) < streams_used - 1) {
     cudaStream_t side;
     OTTR_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithPriority(&side, cudaStreamNonBlocking, side_priority));

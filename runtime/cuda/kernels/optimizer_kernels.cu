@@ -226,65 +226,43 @@ __device__ void ProcessChunk(const MultiTensorEntry& e, int64_t begin, int64_t e
   const bool vec = Aligned(g, kBytes) && Aligned(p, kBytes) && Aligned(po, kBytes) && Aligned(s_in[0], kBytes) &&
                    Aligned(s_in[1], kBytes) && Aligned(s_out[0], kBytes) && Aligned(s_out[1], kBytes) &&
                    Aligned(e.low_out, 8);
-  // kUnroll vectors per thread and iteration, blockDim·kVec elements apart (coalesced): every load
-  // is issued before the first store, so the loads of the second vector do not wait for the
-  // stores of the first (the parameter may be updated in place, so the compiler cannot reorder
-  // them itself). A small update is one or two rounds of memory latency per thread.
-  constexpr int kUnroll = 2;
-  const int64_t stride = static_cast<int64_t>(blockDim.x) * kVec;
-  auto scalar = [&](int64_t i) {
-    T x = p[i];
-    T st[Elem::kStates];
-#pragma unroll
-    for (int k = 0; k < Elem::kStates; ++k) st[k] = s_in[k] != nullptr ? s_in[k][i] : T(0);
-    op.Apply(x, unscale(g[i]), st, has0);
-    po[i] = x;
-    if (e.low_out != nullptr) StoreLow(e, i, x);
-#pragma unroll
-    for (int k = 0; k < Elem::kStates; ++k) {
-      if (s_out[k] != nullptr && s_in[k] != nullptr) s_out[k][i] = st[k];
-    }
-  };
-  for (int64_t i0 = begin + static_cast<int64_t>(threadIdx.x) * kVec; i0 < end; i0 += stride * kUnroll) {
-    Vec<T, kVec> xv[kUnroll], gv[kUnroll], sv[kUnroll][Elem::kStates];
-    bool full[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t j = i0 + u * stride;
-      full[u] = vec && j + kVec <= end;
-      if (!full[u]) continue;
-      xv[u] = *reinterpret_cast<const Vec<T, kVec>*>(p + j);
-      gv[u] = *reinterpret_cast<const Vec<T, kVec>*>(g + j);
+  for (int64_t i0 = begin + static_cast<int64_t>(threadIdx.x) * kVec; i0 < end; i0 += static_cast<int64_t>(blockDim.x) * kVec) {
+    if (vec && i0 + kVec <= end) {
+      Vec<T, kVec> xv = *reinterpret_cast<const Vec<T, kVec>*>(p + i0);
+      const Vec<T, kVec> gv = *reinterpret_cast<const Vec<T, kVec>*>(g + i0);
+      Vec<T, kVec> sv[Elem::kStates];
 #pragma unroll
       for (int k = 0; k < Elem::kStates; ++k) {
-        if (s_in[k] != nullptr) sv[u][k] = *reinterpret_cast<const Vec<T, kVec>*>(s_in[k] + j);
+        if (s_in[k] != nullptr) sv[k] = *reinterpret_cast<const Vec<T, kVec>*>(s_in[k] + i0);
       }
-    }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (!full[u]) continue;
-#pragma unroll
-      for (int jj = 0; jj < kVec; ++jj) {
+      for (int j = 0; j < kVec; ++j) {
         T st[Elem::kStates];
 #pragma unroll
-        for (int k = 0; k < Elem::kStates; ++k) st[k] = s_in[k] != nullptr ? sv[u][k].v[jj] : T(0);
-        op.Apply(xv[u].v[jj], unscale(gv[u].v[jj]), st, has0);
+        for (int k = 0; k < Elem::kStates; ++k) st[k] = s_in[k] != nullptr ? sv[k].v[j] : T(0);
+        op.Apply(xv.v[j], unscale(gv.v[j]), st, has0);
 #pragma unroll
-        for (int k = 0; k < Elem::kStates; ++k) sv[u][k].v[jj] = st[k];
+        for (int k = 0; k < Elem::kStates; ++k) sv[k].v[j] = st[k];
       }
-    }
+      *reinterpret_cast<Vec<T, kVec>*>(po + i0) = xv;
+      if (e.low_out != nullptr) StoreLow4(e, i0, xv.v);
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t j = i0 + u * stride;
-      if (full[u]) {
-        *reinterpret_cast<Vec<T, kVec>*>(po + j) = xv[u];
-        if (e.low_out != nullptr) StoreLow4(e, j, xv[u].v);
+      for (int k = 0; k < Elem::kStates; ++k) {
+        if (s_out[k] != nullptr && s_in[k] != nullptr) *reinterpret_cast<Vec<T, kVec>*>(s_out[k] + i0) = sv[k];
+      }
+    } else {
+      for (int64_t i = i0; i < i0 + kVec && i < end; ++i) {
+        T x = p[i];
+        T st[Elem::kStates];
+#pragma unroll
+        for (int k = 0; k < Elem::kStates; ++k) st[k] = s_in[k] != nullptr ? s_in[k][i] : T(0);
+        op.Apply(x, unscale(g[i]), st, has0);
+        po[i] = x;
+        if (e.low_out != nullptr) StoreLow(e, i, x);
 #pragma unroll
         for (int k = 0; k < Elem::kStates; ++k) {
-          if (s_out[k] != nullptr && s_in[k] != nullptr) *reinterpret_cast<Vec<T, kVec>*>(s_out[k] + j) = sv[u][k];
+          if (s_out[k] != nullptr && s_in[k] != nullptr) s_out[k][i] = st[k];
         }
-      } else {
-        for (int64_t i = j; i < j + kVec && i < end; ++i) scalar(i);
       }
     }
   }
