@@ -56,7 +56,7 @@ using ir::Value;
 constexpr char kName[] = "kmajor-gemm-operands";
 constexpr int64_t kMinMn = 128;
 constexpr int64_t kMinK = 1024;
-constexpr int64_t kMinOutput = int64_t{1} << 20;
+constexpr int64_t kMinOutput = int64_t{1} << 18;
 // Data gradients (transA = transB = 0): rows per the larger of k and n, and the size.
 constexpr int64_t kMinTallness = 4;
 constexpr double kMinDataGradMacs = 1e9;

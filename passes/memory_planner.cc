@@ -456,6 +456,15 @@ absl::StatusOr<MemoryPlan> PlanMemory(const ir::Graph& graph, const PlanOptions&
                                       c.lower_bound));
       if (c.placement.peak < best.placement.peak) best = std::move(c);
     }
+    if (options.critical_path_slack >= 0) {
+      Candidate c = Evaluate(p, GreedySchedule(p, given, options, false, false, /*critical_path=*/true), options);
+      c.name = "critical path";
+      tried.push_back(absl::StrFormat("%s: peak %d, lower bound %d", c.name, c.placement.peak, c.lower_bound));
+      if (static_cast<double>(c.placement.peak) <=
+          static_cast<double>(best.placement.peak) * (1.0 + options.critical_path_slack)) {
+        best = std::move(c);
+      }
+    }
   }
   MemoryPlan plan;
   plan.schedule_name = best.name;

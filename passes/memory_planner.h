@@ -72,6 +72,11 @@ struct PlanOptions {
   bool in_place = true;          // in-place reuse of dying activations
   bool in_place_updates = true;  // state updates written into their initializer's buffer
   bool reorder = true;           // try the memory-aware schedule besides the graph's order
+  // With reorder: also try the critical-path order (GreedySchedule's critical_path: the longest
+  // remaining chain first, for executors that overlap independent nodes on several streams), and
+  // take it when its peak is at most (1 + critical_path_slack) times the lowest peak found. < 0:
+  // never. The CUDA executor with several streams sets it.
+  double critical_path_slack = -1;
   bool constants_persistent = true;  // Constant outputs live the whole step (uploaded once)
   // Which (output, input) pairs of a node may share a buffer; null = DefaultInPlaceRules. An
   // executor whose kernels cannot write some op in place passes a narrower list.

@@ -65,9 +65,13 @@ int64_t LowerBound(const std::vector<Buffer>& buffers, int64_t alignment);
 int64_t NaiveBytes(const Problem& p, const std::vector<Buffer>& buffers, int64_t alignment);
 
 // A memory-aware schedule (node indices), built forwards from the first node or backwards from
-// the last; `given` breaks ties.
+// the last; `given` breaks ties. With `critical_path` memory is ignored: the order is a list
+// schedule on two unit-time slots, the ready nodes with the longest chain of nodes after them
+// first (`given` breaks ties), what an executor with two streams wants: the longest chain runs
+// without waiting for work off it, which overlaps it from the start.
 std::vector<int> GreedySchedule(const Problem& p, const std::vector<int>& given,
-                                const PlanOptions& options, bool reverse, bool lazy);
+                                const PlanOptions& options, bool reverse, bool lazy,
+                                bool critical_path = false);
 
 inline int64_t AlignUp(int64_t bytes, int64_t alignment) {
   return (bytes + alignment - 1) / alignment * alignment;

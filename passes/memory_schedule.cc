@@ -42,7 +42,7 @@ class Groups {
 }  // namespace
 
 std::vector<int> GreedySchedule(const Problem& p, const std::vector<int>& given,
-                                const PlanOptions& options, bool reverse, bool lazy) {
+                                const PlanOptions& options, bool reverse, bool lazy, bool critical_path) {
   const int n = static_cast<int>(p.nodes.size());
   const ir::Graph& g = *p.graph;
   std::vector<int> given_pos(n);
@@ -143,7 +143,52 @@ std::vector<int> GreedySchedule(const Problem& p, const std::vector<int>& given,
 
   std::vector<int> order;
   order.reserve(n);
-  if (!reverse) {
+  // The longest chain of nodes from each node to the end (itself included), in nodes.
+  std::vector<int> height(n, 0);
+  if (critical_path) {
+    std::vector<int> outdegree(n), stack;
+    for (int i = 0; i < n; ++i) {
+      outdegree[i] = static_cast<int>(succs[i].size());
+      if (outdegree[i] == 0) stack.push_back(i);
+    }
+    while (!stack.empty()) {
+      const int i = stack.back();
+      stack.pop_back();
+      int h = 0;
+      for (int s : succs[i]) h = std::max(h, height[s]);
+      height[i] = h + 1;
+      for (int q : preds[i]) {
+        if (--outdegree[q] == 0) stack.push_back(q);
+      }
+    }
+  }
+  if (critical_path) {
+    // List scheduling on two unit-time slots (the executor's two streams): at each tick the ready
+    // nodes with the longest chains after them start, the first slot for the longest; a node is
+    // ready the tick after its last predecessor started. Work off the chain (a transpose of a
+    // forward activation, a weight gradient) fills the second slot as early as it can.
+    constexpr int kSlots = 2;
+    std::vector<int> indegree(n), ready, next;
+    for (int i = 0; i < n; ++i) {
+      indegree[i] = static_cast<int>(preds[i].size());
+      if (indegree[i] == 0) ready.push_back(i);
+    }
+    while (!ready.empty()) {
+      std::sort(ready.begin(), ready.end(), [&](int a, int b) {
+        return height[a] != height[b] ? height[a] > height[b] : given_pos[a] < given_pos[b];
+      });
+      const int take = std::min<int>(kSlots, static_cast<int>(ready.size()));
+      next.assign(ready.begin() + take, ready.end());
+      for (int k = 0; k < take; ++k) {
+        const int i = ready[k];
+        order.push_back(i);
+        for (int s : succs[i]) {
+          if (--indegree[s] == 0) next.push_back(s);
+        }
+      }
+      ready.swap(next);
+    }
+  } else if (!reverse) {
     std::vector<int> indegree(n);
     std::vector<int> ready;
     for (int i = 0; i < n; ++i) {

@@ -26,6 +26,8 @@ constexpr int64_t kAlign = 256;
 // The largest workspace a side stream gets a copy of (AssignStreams); launches needing more stay
 // on the main stream and use their planned workspace.
 constexpr int64_t kMaxSideWorkspace = int64_t{64} << 20;
+// The memory the critical-path schedule may cost over the lowest peak (PlanOptions).
+constexpr double kCriticalPathSlack = 0.25;
 // Integer inputs up to this many elements may become compile-time constants when a shape
 // depends on their values.
 constexpr int64_t kMaxShapeConstantElements = 64;
@@ -452,6 +454,13 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
     return it == workspace_of.end() ? 0 : it->second;
   };
   plan_options.in_place_rules = CudaInPlaceRules;
+  // Several streams overlap what is off the longest chain of launches (a weight gradient beside
+  // the next data gradient) only if the schedule runs the chain first: the memory-lowest order
+  // puts a layer's weight gradient before its data gradient where that frees an activation
+  // sooner, and the data gradient then waits for it (the reuse of the freed bytes). The
+  // critical-path order is taken when its peak is within kCriticalPathSlack of the lowest.
+  if (want_streams > 1) plan_options.critical_path_slack = kCriticalPathSlack;
+  if (const char* env = std::getenv("OTTR_CRITICAL_PATH_SLACK")) plan_options.critical_path_slack = std::atof(env);
   plan_options.in_place = options.plan_in_place;
   OTTR_ASSIGN_OR_RETURN(plan, passes::PlanMemory(*g, plan_options));
   {
