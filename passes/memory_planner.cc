@@ -354,7 +354,7 @@ Assignment AssignBuffers(const Problem& p, const std::vector<int>& order,
       auto it = last_read.find(v);
       if (it != last_read.end()) last = std::max(last, std::min(it->second, end));
     }
-    buf.last = last;
+    buf.last = std::min(last + options.reuse_delay, end);
   }
   for (const ir::StateUpdate& u : g.updates()) {
     if (u.value == u.target) continue;

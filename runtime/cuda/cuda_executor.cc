@@ -26,8 +26,10 @@ constexpr int64_t kAlign = 256;
 // The largest workspace a side stream gets a copy of (AssignStreams); launches needing more stay
 // on the main stream and use their planned workspace.
 constexpr int64_t kMaxSideWorkspace = int64_t{64} << 20;
-// The memory the critical-path schedule may cost over the lowest peak (PlanOptions).
+// The memory the critical-path schedule may cost over the lowest peak, and the schedule positions
+// a freed buffer waits before reuse, with several streams (PlanOptions).
 constexpr double kCriticalPathSlack = 0.25;
+constexpr int kReuseDelay = 3;
 // Integer inputs up to this many elements may become compile-time constants when a shape
 // depends on their values.
 constexpr int64_t kMaxShapeConstantElements = 64;
@@ -172,6 +174,10 @@ int AssignStreams(std::vector<NodeLaunch>& launches, int num_streams, char* stre
       if (launches[i].op.workspace_bytes > stream_workspace) chosen = 0;
       launches[i].stream = chosen;
       tail[chosen] = i;
+      if (std::getenv("OTTR_LOG_STREAMS") != nullptr) {
+        std::fprintf(stderr, "launch %d %s '%s' depends on [%s]\n", i, launches[i].node->op_type().c_str(),
+                     launches[i].node->origin().c_str(), absl::StrJoin(dep, ",").c_str());
+      }
     }
   }
   // 2. Side workspaces, then the waits.
@@ -459,7 +465,11 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
   // puts a layer's weight gradient before its data gradient where that frees an activation
   // sooner, and the data gradient then waits for it (the reuse of the freed bytes). The
   // critical-path order is taken when its peak is within kCriticalPathSlack of the lowest.
-  if (want_streams > 1) plan_options.critical_path_slack = kCriticalPathSlack;
+  if (want_streams > 1) {
+    plan_options.critical_path_slack = kCriticalPathSlack;
+    plan_options.reuse_delay = kReuseDelay;
+  }
+  if (const char* env = std::getenv("OTTR_REUSE_DELAY")) plan_options.reuse_delay = std::max(0, std::atoi(env));
   if (const char* env = std::getenv("OTTR_CRITICAL_PATH_SLACK")) plan_options.critical_path_slack = std::atof(env);
   plan_options.in_place = options.plan_in_place;
   OTTR_ASSIGN_OR_RETURN(plan, passes::PlanMemory(*g, plan_options));
