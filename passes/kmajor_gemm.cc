@@ -16,10 +16,14 @@
 // transB = 0, and only GEMMs large enough that the transpose is paid back: m, n >= 128,
 // m·n >= 2^20 and k >= 1024. (H200: the 4096³ weight gradients took 317–340 µs after the ~35 µs
 // transpose; the small MLP's 512 x 784 x 8192 and 512 x 512 x 8192 ones at batch 8192 did not get
-// faster, and their two transposes took that step from 292.7 to 322.0 µs.) Otherwise it
-// transposes the smaller operand (A on a tie: the product then has the layout of a data
-// gradient, dY·W), or the one another GEMM already had transposed: a value is transposed once
-// for all its GEMMs.
+// faster, and their two transposes took that step from 292.7 to 322.0 µs. With the input x and
+// the activation a0 transposed instead, off the backward's chain, those GEMMs took 36.2 and 27.7
+// µs against 48.8 and 35 µs, but the transposes (26.5 and 14.7 µs, beside compute-bound GEMMs)
+// still made the step slower: 268.5 against 253.7 µs, 2026-12-02.) Of the two operands it
+// transposes the one made earlier in the step (a graph input or forward activation rather than a
+// gradient, so the Transpose can run beside earlier work), else the smaller one (A on a tie: the
+// product then has the layout of a data gradient, dY·W), or the one another GEMM already had
+// transposed: a value is transposed once for all its GEMMs.
 //
 // A data gradient dX = dY·W (transA = transB = 0) has one MN-major operand, the weight W [out, in]
 // (k = out is its slow axis). cuBLASLt has fast kernels for that at 4096³ (316 µs against 311 for
@@ -37,7 +41,6 @@
 // steps on the GPU (TrainingSpec::kmajor_gemm_operands); the CPU GEMM packs its operands either
 // way.
 #include <algorithm>
-#include <cstdlib>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -56,7 +59,7 @@ using ir::Value;
 constexpr char kName[] = "kmajor-gemm-operands";
 constexpr int64_t kMinMn = 128;
 constexpr int64_t kMinK = 1024;
-constexpr int64_t kMinOutput = int64_t{1} << 18;
+constexpr int64_t kMinOutput = int64_t{1} << 20;
 // Data gradients (transA = transB = 0): rows per the larger of k and n, and the size.
 constexpr int64_t kMinTallness = 4;
 constexpr double kMinDataGradMacs = 1e9;
@@ -141,9 +144,7 @@ std::optional<Plan> Match(Node* n, std::string* why) {
         return std::nullopt;
     }
   }
-  int64_t min_output = kMinOutput;
-  if (const char* env = std::getenv("OTTR_KMAJOR_MIN_OUTPUT")) min_output = std::atoll(env);
-  if (m < kMinMn || nn < kMinMn || m * nn < min_output || k < kMinK) {
+  if (m < kMinMn || nn < kMinMn || m * nn < kMinOutput || k < kMinK) {
     *why = absl::StrCat("GEMM ", m, "x", nn, "x", k, " is too small to pay for a transpose (needs m, n >= ", kMinMn,
                         ", m*n >= 2^20, k >= ", kMinK, ")");
     return std::nullopt;

@@ -439,7 +439,11 @@ absl::StatusOr<MemoryPlan> PlanMemory(const ir::Graph& graph, const PlanOptions&
   OTTR_ASSIGN_OR_RETURN(std::vector<ir::Node*> topo, graph.TopoOrder());
   std::vector<int> given;
   for (ir::Node* n : topo) given.push_back(p.index.at(n));
-  Candidate best = Evaluate(p, given, options);
+  // The memory-lowest candidates reuse bytes at once; only the critical-path one (for several
+  // streams) delays reuse (PlanOptions::reuse_delay).
+  PlanOptions at_once = options;
+  at_once.reuse_delay = 0;
+  Candidate best = Evaluate(p, given, at_once);
   best.name = "given";
   const PlanStats given_stats{best.placement.peak, best.lower_bound,
                               NaiveBytes(p, best.assignment.buffers, options.alignment)};
@@ -450,7 +454,7 @@ absl::StatusOr<MemoryPlan> PlanMemory(const ir::Graph& graph, const PlanOptions&
          {std::tuple<const char*, bool, bool>{"greedy forward", false, false},
           {"greedy forward, lazy", false, true},
           {"greedy backward", true, false}}) {
-      Candidate c = Evaluate(p, GreedySchedule(p, given, options, reverse, lazy), options);
+      Candidate c = Evaluate(p, GreedySchedule(p, given, at_once, reverse, lazy), at_once);
       c.name = name;
       tried.push_back(absl::StrFormat("%s: peak %d, lower bound %d", c.name, c.placement.peak,
                                       c.lower_bound));

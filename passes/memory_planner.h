@@ -77,10 +77,11 @@ struct PlanOptions {
   // take it when its peak is at most (1 + critical_path_slack) times the lowest peak found. < 0:
   // never. The CUDA executor with several streams sets it.
   double critical_path_slack = -1;
-  // A buffer's bytes go to another value only this many schedule positions after its last reader
-  // (0: at once). An executor that runs independent nodes on several streams sets it: bytes
-  // freed by a node on one stream and reused by the next node on another make that node wait
-  // for the first (a dependency the schedule did not have).
+  // In the critical-path schedule, a buffer's bytes go to another value only this many schedule
+  // positions after its last reader (0: at once; the memory-lowest schedules always reuse at
+  // once). An executor that runs independent nodes on several streams sets it: bytes freed by a
+  // node on one stream and reused by the next node on another make that node wait for the first
+  // (a dependency the schedule did not have).
   int reuse_delay = 0;
   bool constants_persistent = true;  // Constant outputs live the whole step (uploaded once)
   // Which (output, input) pairs of a node may share a buffer; null = DefaultInPlaceRules. An
