@@ -264,6 +264,81 @@ TEST_F(CudaTrainingTest, KMajorWeightGradientStepMatchesCpu) {
   }
 }
 
+// The TF32 passes of tall steps, on the small MLP at batch 4096 (models/mlp: 784-512-512-10, layers
+// fc1..fc3): pad-gemm-dims pads fc3's n = 10 to 12 (float32, 16-byte rows), kmajor-gemm-operands
+// transposes fc2's weight for its data gradient (4096 x 512 x 512: tall and 1e9 multiply-adds),
+// fuse-gemm-epilogue keeps both ReLUs in their large GEMMs (RELU_BIAS) and fuse-relu-grad-bgrad
+// sums the bias gradients in the ReLU backward. Against the CPU reference of the plain step (TF32
+// off: float32 sums over k <= 4096 random-signed terms in other orders, ~sqrt(k)·2^-24 = 4e-6
+// relative, under 1e-5 normwise), and in TF32 against the GPU step without these passes (the same
+// TF32-rounded operands, zeros added or values moved: only the summation order differs).
+TEST_F(CudaTrainingTest, TallTf32PassesStepMatchesCpu) {
+  const int64_t batch = 4096;
+  auto forward = importer::ImportModelFile(testing::SourcePath("models/mlp/model.onnx"));
+  ASSERT_TRUE(forward.ok()) << forward.status();
+  passes::TrainingSpec spec;
+  spec.batch = batch;
+  spec.expose_gradients = true;
+  spec.precision = passes::Precision::kTf32;
+  auto cpu_step = passes::BuildTrainingGraph(**forward, spec);
+  ASSERT_TRUE(cpu_step.ok()) << cpu_step.status();
+  spec.multi_tensor_updates = true;
+  spec.fuse_epilogues = true;
+  spec.large_relu_epilogue_tf32 = false;
+  spec.fuse_relu_grad_bgrad = false;
+  auto plain_step = passes::BuildTrainingGraph(**forward, spec);
+  ASSERT_TRUE(plain_step.ok()) << plain_step.status();
+  spec.large_relu_epilogue_tf32 = true;
+  spec.fuse_relu_grad_bgrad = true;
+  spec.kmajor_gemm_operands = true;
+  spec.pad_tf32_gemms = true;
+  auto gpu_step = passes::BuildTrainingGraph(**forward, spec);
+  ASSERT_TRUE(gpu_step.ok()) << gpu_step.status();
+  int pads = 0, weight_transposes = 0, relu_bias = 0, relu_bgrad = 0;
+  for (const ir::Node* n : (*gpu_step)->nodes()) {
+    pads += n->op_type() == "Pad";
+    weight_transposes += n->op_type() == "Transpose" && n->input(0)->name() == "fc2.weight";
+    relu_bias += n->GetString("epilogue", "") == "relu_bias";
+    relu_bgrad += n->op_type() == "ReluGradBiasGrad";
+  }
+  EXPECT_GE(pads, 2) << "pad-gemm-dims should pad fc3's weight and bias";
+  EXPECT_EQ(weight_transposes, 1) << "kmajor-gemm-operands should transpose fc2.weight for its data gradient";
+  EXPECT_EQ(relu_bias, 2) << "both ReLUs should stay in their GEMMs";
+  EXPECT_EQ(relu_bgrad, 2) << "both bias gradients should come from the ReLU backward";
+  runtime::TensorMap feeds;
+  feeds["x"] = testing::RandomFloat({batch, 784}, 47, -1.0f, 1.0f);
+  feeds[passes::kLabelsInput] = testing::RandomInt64({batch}, 48, 0, 9);
+  feeds[passes::kLrInput] = ir::Tensor::Scalar<float>(1e-3f);
+  auto run_gpu = [&](const ir::Graph& step, bool tf32) -> std::vector<ir::Tensor> {
+    cuda::CudaExecutorOptions o;
+    o.tf32 = tf32;
+    auto gpu = cuda::CudaExecutor::Create(step, o);
+    EXPECT_TRUE(gpu.ok()) << gpu.status();
+    if (!gpu.ok()) return {};
+    auto got = (*gpu)->Run(feeds);
+    EXPECT_TRUE(got.ok()) << got.status();
+    return got.ok() ? *got : std::vector<ir::Tensor>{};
+  };
+  auto cpu = runtime::cpu::CpuExecutor::Create(**cpu_step);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  auto want_cpu = (*cpu)->Run(feeds);
+  ASSERT_TRUE(want_cpu.ok()) << want_cpu.status();
+  const std::vector<ir::Tensor> got_fp32 = run_gpu(**gpu_step, false);
+  const std::vector<ir::Tensor> got_tf32 = run_gpu(**gpu_step, true);
+  const std::vector<ir::Tensor> want_tf32 = run_gpu(**plain_step, true);
+  ASSERT_EQ(got_fp32.size(), want_cpu->size());
+  ASSERT_EQ(got_tf32.size(), want_cpu->size());
+  ASSERT_EQ(want_tf32.size(), want_cpu->size());
+  for (size_t i = 0; i < want_cpu->size(); ++i) {
+    const std::string& name = (*gpu_step)->outputs()[i]->name();
+    ASSERT_EQ(name, (*cpu_step)->outputs()[i]->name());
+    ASSERT_EQ(name, (*plain_step)->outputs()[i]->name());
+    EXPECT_LE(testing::NormwiseRelativeError(got_fp32[i], (*want_cpu)[i]), 1e-5) << name << " (fp32, against the CPU)";
+    EXPECT_LE(testing::NormwiseRelativeError(got_tf32[i], want_tf32[i]), 1e-5)
+        << name << " (TF32, against the step without the passes)";
+  }
+}
+
 TEST_F(CudaTrainingTest, GraphReplayEqualsEagerLaunches) {
   Step s = MakeStep("models/mlp/model.onnx", 64, {784}, 3);
   cuda::CudaExecutorOptions graph_opt, eager_opt;
