@@ -79,6 +79,9 @@ absl::Status CmdBench(const std::vector<std::string>& argv) {
   const std::string model = args.positional()[0];
   OTTR_ASSIGN_OR_RETURN(passes::TrainingSpec spec, ParseTrainingSpec(args, 128));
   const std::string device = ResolveDevice(args.get("device", "auto"));
+  if (args.has("trace") && device != "cuda") {
+    return absl::InvalidArgumentError("--trace needs --device cuda: CUPTI records the GPU's kernels");
+  }
   if (device == "cuda" && !args.has("multi-tensor-optimizer")) spec.multi_tensor_updates = true;
   if (device == "cuda" && !args.has("fuse-epilogues")) spec.fuse_epilogues = true;
   if (device == "cuda" && !args.has("layout")) spec.channels_last = true;

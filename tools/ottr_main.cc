@@ -23,8 +23,9 @@ constexpr char kUsage[] =
     "                                     fusion passes unless --fuse-epilogues off)\n"
     "  bench MODEL [training flags] [--batch N] [--device cuda|cpu] [--csv FILE] [--per-op]\n"
     "        [--fuse-epilogues on|off] [--fuse-relu-grad-bgrad on|off] [--layout nchw|nhwc]\n"
-    "        [--disable-passes=a,b]\n"
-    "                                     µs per training step, launches per step, peak memory\n"
+    "        [--disable-passes=a,b] [--trace FILE]\n"
+    "                                     µs per training step, launches per step, peak memory;\n"
+    "                                     --trace writes the step's kernel timeline (CUPTI)\n"
     "  test-data DIR... [--expected-failures FILE] [--rtol R] [--atol A] [--verbose]\n"
     "                                     runs ONNX backend-test folders\n";
 

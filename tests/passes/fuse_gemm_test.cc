@@ -110,6 +110,49 @@ TEST(FuseGemmEpilogueTest, LargeSixteenBitGemmKeepsTheReluOnlyWhenAsked) {
       << back.remarks;
 }
 
+// A float32 (TF32) GEMM above its bound (8192 x 512 x 784 > 1e9 multiply-adds) keeps the ReLU
+// only with large_relu_f32 (the training default, measured on the H200); a 16-bit-only
+// large_relu leaves it bias-only. The backward of such a layer: a small dX GEMM (8192 x 512 x 12,
+// under the DRELU bound) still declines DRELU_BGRAD, because the forward would have to become
+// relu_aux_bias, slower than RELU_BIAS that large.
+TEST(FuseGemmEpilogueTest, LargeFloat32GemmKeepsTheReluWithLargeReluF32) {
+  const std::string big = R"(graph "g" {
+  opset ai.onnx 17
+  input %x : f32[8192,784]
+  input %w : f32[512,784]
+  input %b : f32[512]
+  %h : f32[8192,512] = Gemm(%x, %w, %b) {transB = 1} origin "fc"
+  %a : f32[8192,512] = Relu(%h) origin "relu"
+  output %a
+})";
+  Result sixteen_only = RunPass(passes::CreateFuseGemmEpiloguePass(true, false), big);
+  ASSERT_TRUE(sixteen_only.after);
+  EXPECT_TRUE(absl::StrContains(IrBody(*sixteen_only.after), "epilogue = \"bias\"")) << IrBody(*sixteen_only.after);
+  Result kept = RunPass(passes::CreateFuseGemmEpiloguePass(true, true), big);
+  ASSERT_TRUE(kept.after);
+  EXPECT_EQ(IrBody(*kept.after),
+            "  %a : f32[8192,512] = ottr::FusedGemm(%x, %w, %b) {epilogue = \"relu_bias\", transB = 1} origin \"fc\"\n"
+            "  output %a\n");
+  testing::ExpectSameOutputs(kept, 12);
+  Result back = RunPass(passes::CreateFuseGemmDActBgradPass(), R"(graph "g" {
+  opset ai.onnx 17
+  input %x : f32[8192,784]
+  input %w : f32[512,784]
+  input %b : f32[512]
+  input %dz : f32[8192,12]
+  input %w2 : f32[12,512]
+  %a : f32[8192,512] = ottr::FusedGemm(%x, %w, %b) {epilogue = "relu_bias", transB = 1} origin "fc"
+  %da : f32[8192,512] = Gemm(%dz, %w2) origin "fc2/grad"
+  %dh : f32[8192,512] = ottr::ReluGrad(%da, %a) origin "relu/grad"
+  output %dh
+})");
+  ASSERT_TRUE(back.after);
+  EXPECT_FALSE(back.changed);
+  EXPECT_TRUE(absl::StrContains(back.remarks, "declined node 'relu/grad' (ottr.ReluGrad): the forward GEMM is large "
+                                              "(3.28833e+09 multiply-adds > 1e+09)"))
+      << back.remarks;
+}
+
 TEST(FuseGemmEpilogueTest, FusesMatMulAddWithBiasOnEitherSide) {
   for (const char* add : {"Add(%p, %b)", "Add(%b, %p)"}) {
     const std::string text = absl::StrCat(R"(graph "g" {

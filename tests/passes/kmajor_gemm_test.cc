@@ -100,5 +100,70 @@ TEST(KMajorGemmOperandsTest, DeclinesSmallSixteenBitAndAuxGemms) {
   EXPECT_FALSE(absl::StrContains(r.remarks, "forward")) << r.remarks;
 }
 
+// A tall data gradient dX = dY·W (8192 x 512 x 512: m >= 4·max(k, n), 2.1e9 multiply-adds) gets
+// its weight transposed (B K-major; its epilogue stays); a square one (2048³: not tall) and a small
+// tall one (8192 x 512 x 64: 2.7e8 multiply-adds) are declined with the reason.
+TEST(KMajorGemmOperandsTest, TransposesTheWeightOfATallDataGradient) {
+  PassRun r = RunKMajor(R"(graph "g" {
+  opset ai.onnx 17
+  input %dy : f32[8192,512]
+  input %w : f32[512,512]
+  input %mask : u8[8192,64]
+  %dx : f32[8192,512], %db : f32[512] = ottr::FusedGemm(%dy, %w, _, %mask) {epilogue = "drelu_bgrad"} origin "fc/grad"
+  output %dx
+  output %db
+})");
+  ASSERT_TRUE(r.after);
+  EXPECT_TRUE(r.changed);
+  EXPECT_EQ(IrBody(*r.after),
+            "  %w.kmajor : f32[512,512] = Transpose(%w) {perm = ints[1, 0]} origin \"fc/grad\"\n"
+            "  %dx : f32[8192,512], %db : f32[512] = ottr::FusedGemm(%dy, %w.kmajor, _, %mask) {epilogue = "
+            "\"drelu_bgrad\", transB = 1} origin \"fc/grad\"\n"
+            "  output %dx, %db\n");
+  EXPECT_TRUE(absl::StrContains(r.remarks, "transposed B (w) of node 'fc/grad' (ottr.FusedGemm): B was MN-major in a "
+                                           "tall product"))
+      << r.remarks;
+  PassRun d = RunKMajor(R"(graph "g" {
+  opset ai.onnx 17
+  input %dy : f32[8192,512]
+  input %w : f32[512,512]
+  input %dz : f32[2048,2048]
+  input %v : f32[2048,2048]
+  input %dq : f32[8192,64]
+  input %u : f32[64,512]
+  %dx : f32[8192,512] = Gemm(%dy, %w) origin "tall"
+  %square : f32[2048,2048] = Gemm(%dz, %v) origin "square"
+  %small : f32[8192,512] = Gemm(%dq, %u) origin "small"
+  output %dx
+  output %square
+  output %small
+})");
+  ASSERT_TRUE(d.after);
+  EXPECT_TRUE(d.changed);
+  EXPECT_TRUE(absl::StrContains(IrBody(*d.after), "Gemm(%dy, %w.kmajor) {transB = 1}")) << IrBody(*d.after);
+  EXPECT_TRUE(absl::StrContains(d.remarks, "declined node 'square' (Gemm): GEMM 2048x2048x2048 with an MN-major B: not "
+                                           "tall"))
+      << d.remarks;
+  EXPECT_TRUE(absl::StrContains(d.remarks, "declined node 'small' (Gemm): GEMM 8192x512x64 with an MN-major B"))
+      << d.remarks;
+}
+
+// The weight gradient of a first layer, dW = dYᵀ·X with X a graph input and dY made from another
+// input: X exists earlier in the step (depth 0 against 1), so X is transposed, although it is the
+// larger operand (the smaller-operand rule would take dY).
+TEST(KMajorGemmOperandsTest, TransposesTheOperandMadeEarlier) {
+  PassRun r = RunKMajor(R"(graph "g" {
+  opset ai.onnx 17
+  input %g : f32[2048,1024]
+  input %x : f32[2048,2048]
+  %dy : f32[2048,1024] = Relu(%g) origin "relu/grad"
+  %dw : f32[1024,2048] = Gemm(%dy, %x) {transA = 1} origin "fc/grad"
+  output %dw
+})");
+  ASSERT_TRUE(r.after);
+  EXPECT_TRUE(absl::StrContains(IrBody(*r.after), "Gemm(%dy, %x.kmajor) {transA = 1, transB = 1}")) << IrBody(*r.after);
+  testing::ExpectSameOutputs(r, 5, kRtol);
+}
+
 }  // namespace
 }  // namespace ottr

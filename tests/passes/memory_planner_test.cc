@@ -338,6 +338,48 @@ TEST(MemoryPlannerTest, SchedulerRunsEachConsumerEarly) {
   ExpectPlannedRunsMatch(b.g(), p, {{{"x", testing::RandomFloat({1024}, 11)}}});
 }
 
+// A weight-gradient-like side branch (Mul reads the activation a for the last time, a small sum
+// out) and a data-gradient-like chain (Sin, Cos, Sqrt) both reading g: the memory-lowest order
+// runs the side branch first, since it frees a; the critical-path order (for several streams)
+// runs the longer chain first. With slack it is taken, and with reuse_delay the bytes of a stay
+// its own for that many positions after its last reader.
+TEST(MemoryPlannerTest, CriticalPathOrderRunsTheLongerChainFirst) {
+  Builder b;
+  Value* x = b.Input("x", {1024});
+  Value* a = b.Op("Exp", {x}, "a");
+  Value* g = b.Op("Neg", {x}, "g");
+  Value* m = b.Op("Mul", {g, a}, "m");
+  b.g().AddOutput(b.Op("ReduceSum", {m}, "s", {{"keepdims", ir::Attribute(int64_t{0})}}));
+  Value* c = b.Op("Sqrt", {b.Op("Cos", {b.Op("Sin", {g}, "c1")}, "c2")}, "c3");
+  b.g().AddOutput(b.Op("ReduceSum", {c}, "t", {{"keepdims", ir::Attribute(int64_t{0})}}));
+  auto position = [](const MemoryPlan& p, const std::string& name) {
+    for (size_t k = 0; k < p.schedule.size(); ++k) {
+      if (p.schedule[k]->output(0)->name() == name) return static_cast<int>(k);
+    }
+    return -1;
+  };
+  MemoryPlan memory = Plan(b.g());
+  EXPECT_NE(memory.schedule_name, "critical path");
+  EXPECT_LT(position(memory, "m"), position(memory, "c1")) << passes::FormatPlan(memory);
+  PlanOptions latency;
+  latency.critical_path_slack = 1.0;
+  MemoryPlan chain = Plan(b.g(), latency);
+  EXPECT_EQ(chain.schedule_name, "critical path") << passes::FormatPlan(chain);
+  EXPECT_LT(position(chain, "c1"), position(chain, "m")) << passes::FormatPlan(chain);
+  ExpectPlannedRunsMatch(b.g(), chain, {{{"x", testing::RandomFloat({1024}, 12)}}});
+  latency.reuse_delay = 2;
+  MemoryPlan delayed = Plan(b.g(), latency);
+  ASSERT_EQ(delayed.schedule_name, "critical path");
+  const passes::Buffer& ab = delayed.buffers[delayed.buffer_of.at(a)];
+  const int last_read = position(delayed, "m");
+  EXPECT_EQ(ab.last, std::min<int>(last_read + 2, static_cast<int>(delayed.schedule.size()) - 1))
+      << passes::FormatPlan(delayed);
+  EXPECT_GE(delayed.peak_bytes, chain.peak_bytes);
+  ExpectPlannedRunsMatch(b.g(), delayed, {{{"x", testing::RandomFloat({1024}, 13)}}});
+  latency.critical_path_slack = -1;
+  EXPECT_NE(Plan(b.g(), latency).schedule_name, "critical path");
+}
+
 TEST(MemoryPlannerTest, NeedsStaticTypes) {
   ir::Graph g("dynamic");
   g.set_opset_import("", ir::kMaxOnnxOpset);

@@ -100,7 +100,8 @@ TEST(PadGemmDimsTest, DeclinesSmallGemmsAndLeavesOthersAlone) {
   ASSERT_TRUE(few.after);
   EXPECT_FALSE(few.changed);
   EXPECT_TRUE(absl::StrContains(few.remarks, "has 1600 multiply-adds (< 10000)")) << few.remarks;
-  // Float32 and aligned 16-bit GEMMs are not candidates: no change and no remark.
+  // Float32 (without float32 = true) and aligned 16-bit GEMMs are not candidates: no change and no
+  // remark.
   for (const char* text : {R"(graph "g" {
   opset ai.onnx 17
   input %x : f32[8,20]
@@ -120,6 +121,31 @@ TEST(PadGemmDimsTest, DeclinesSmallGemmsAndLeavesOthersAlone) {
     EXPECT_FALSE(r.changed);
     EXPECT_EQ(r.remarks, "");
   }
+}
+
+// With float32 = true (TF32 steps on the GPU) a float32 GEMM is padded to 16-byte rows: 4
+// elements, so k 20 stays and n 10 -> 12; the product is the same (zeros added, the padded
+// columns sliced away), to float32 rounding of the other summation order.
+TEST(PadGemmDimsTest, PadsFloat32GemmsToFourElementsWhenAsked) {
+  const std::string text = R"(graph "g" {
+  opset ai.onnx 17
+  input %x : f32[8,20]
+  input %w : f32[10,20]
+  input %b : f32[10]
+  %h : f32[8,10] = Gemm(%x, %w, %b) {transB = 1} origin "fc"
+  output %h
+})";
+  PassRun r = testing::RunPassOnText(passes::CreatePadGemmDimsPass(0, 0, /*float32=*/true), text);
+  ASSERT_TRUE(r.after);
+  EXPECT_TRUE(r.changed);
+  EXPECT_TRUE(absl::StrContains(IrBody(*r.after), "%w.pad : f32[12,20] = Pad(%w, %w.pads)")) << IrBody(*r.after);
+  EXPECT_TRUE(absl::StrContains(IrBody(*r.after), "%h.pad : f32[8,12] = Gemm(%x, %w.pad, %b.pad)")) << IrBody(*r.after);
+  EXPECT_FALSE(absl::StrContains(IrBody(*r.after), "%x.pad")) << "k = 20 is a multiple of 4";
+  EXPECT_TRUE(absl::StrContains(r.remarks, "n 10 -> 12")) << r.remarks;
+  testing::ExpectSameOutputs(r, 9, 1e-6);
+  PassRun off = testing::RunPassOnText(passes::CreatePadGemmDimsPass(0, 0, /*float32=*/false), text);
+  ASSERT_TRUE(off.after);
+  EXPECT_FALSE(off.changed);
 }
 
 // models/mlp in bf16 with every misaligned GEMM padded (threshold 0): fc3's n = 10 -> 16, so its

@@ -302,6 +302,15 @@ TEST_F(CliTest, PrecisionFlag) {
   ExpectOneLineError(Ottr({"passes", mlp, "--precision", "bf16", "--keep-fp32", "("}), "passes", {"--keep-fp32"});
 }
 
+TEST_F(CliTest, BenchTraceNeedsTheGpu) {
+  ExpectOneLineError(Ottr({"bench", testing::SourcePath("models/mlp/model.onnx"), "--device", "cpu", "--batch", "4",
+                           "--trace", (dir_ / "trace.txt").string()}),
+                     "bench", {"--trace needs --device cuda"});
+  ExpectOneLineError(Ottr({"bench", testing::SourcePath("models/mlp/model.onnx"), "--device", "cpu",
+                           "--large-relu-epilogue-tf32", "sometimes"}),
+                     "bench", {"--large-relu-epilogue-tf32 must be on or off"});
+}
+
 TEST_F(CliTest, TestDataOnMissingFolder) {
   ExpectOneLineError(Ottr({"test-data", (dir_ / "absent").string()}), "test-data", {"absent"});
 }
