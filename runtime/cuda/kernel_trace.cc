@@ -57,6 +57,20 @@ void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_record
   *max_records = 0;
 }
 
+// The fields every activity record kind here has under the same names.
+template <typename Activity>
+TraceRecord Common(const Activity& x, TraceRecord::Kind kind, std::string name) {
+  TraceRecord r;
+  r.kind = kind;
+  r.name = std::move(name);
+  r.stream = x.streamId;
+  r.correlation = x.correlationId;
+  r.graph = x.graphId;
+  r.start_ns = x.start;
+  r.end_ns = x.end;
+  return r;
+}
+
 void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
   std::lock_guard<std::mutex> lock(g_mu);
   CUpti_Activity* a = nullptr;
@@ -65,36 +79,18 @@ void CUPTIAPI BufferCompleted(CUcontext, uint32_t, uint8_t* buffer, size_t, size
     switch (a->kind) {
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(a);
-        r.kind = TraceRecord::Kind::kKernel;
-        r.name = k->name != nullptr ? ShortName(k->name) : "?";
-        r.stream = k->streamId;
-        r.correlation = k->correlationId;
-        r.graph = k->graphId;
-        r.start_ns = k->start;
-        r.end_ns = k->end;
+        r = Common(*k, TraceRecord::Kind::kKernel, k->name != nullptr ? ShortName(k->name) : "?");
         r.grid = int64_t{k->gridX} * k->gridY * k->gridZ;
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(a);
-        r.kind = TraceRecord::Kind::kMemset;
-        r.name = absl::StrCat("memset ", m->bytes, " B");
-        r.stream = m->streamId;
-        r.correlation = m->correlationId;
-        r.graph = m->graphId;
-        r.start_ns = m->start;
-        r.end_ns = m->end;
+        r = Common(*m, TraceRecord::Kind::kMemset, absl::StrCat("memset ", m->bytes, " B"));
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(a);
-        r.kind = TraceRecord::Kind::kMemcpy;
-        r.name = absl::StrCat("memcpy ", m->bytes, " B");
-        r.stream = m->streamId;
-        r.correlation = m->correlationId;
-        r.graph = m->graphId;
-        r.start_ns = m->start;
-        r.end_ns = m->end;
+        r = Common(*m, TraceRecord::Kind::kMemcpy, absl::StrCat("memcpy ", m->bytes, " B"));
         break;
       }
       default: continue;

@@ -177,6 +177,41 @@ TEST_F(CudaTrainingTest, TorchCnnBnStepMatchesCpu) {
   ExpectStepMatchesCpu("models/torch_cnn_bn/model.onnx", {1, 28, 28}, /*sgd=*/false);
 }
 
+// The step of a pass under test on the GPU against the CPU reference of `cpu_step` (TF32 off) and,
+// in TF32, against `plain_step` (the GPU step without the pass): every output (loss, gradients,
+// updated state) within 1e-5 normwise. The bounds are the callers' to justify.
+void ExpectTf32PassStepMatches(const ir::Graph& cpu_step, const ir::Graph& plain_step, const ir::Graph& gpu_step,
+                               const runtime::TensorMap& feeds) {
+  auto run_gpu = [&](const ir::Graph& step, bool tf32) -> std::vector<ir::Tensor> {
+    cuda::CudaExecutorOptions o;
+    o.tf32 = tf32;
+    auto gpu = cuda::CudaExecutor::Create(step, o);
+    EXPECT_TRUE(gpu.ok()) << gpu.status();
+    if (!gpu.ok()) return {};
+    auto got = (*gpu)->Run(feeds);
+    EXPECT_TRUE(got.ok()) << got.status();
+    return got.ok() ? *got : std::vector<ir::Tensor>{};
+  };
+  auto cpu = runtime::cpu::CpuExecutor::Create(cpu_step);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  auto want_cpu = (*cpu)->Run(feeds);
+  ASSERT_TRUE(want_cpu.ok()) << want_cpu.status();
+  const std::vector<ir::Tensor> got_fp32 = run_gpu(gpu_step, false);
+  const std::vector<ir::Tensor> got_tf32 = run_gpu(gpu_step, true);
+  const std::vector<ir::Tensor> want_tf32 = run_gpu(plain_step, true);
+  ASSERT_EQ(got_fp32.size(), want_cpu->size());
+  ASSERT_EQ(got_tf32.size(), want_cpu->size());
+  ASSERT_EQ(want_tf32.size(), want_cpu->size());
+  for (size_t i = 0; i < want_cpu->size(); ++i) {
+    const std::string& name = gpu_step.outputs()[i]->name();
+    ASSERT_EQ(name, cpu_step.outputs()[i]->name());
+    ASSERT_EQ(name, plain_step.outputs()[i]->name());
+    EXPECT_LE(testing::NormwiseRelativeError(got_fp32[i], (*want_cpu)[i]), 1e-5) << name << " (fp32, against the CPU)";
+    EXPECT_LE(testing::NormwiseRelativeError(got_tf32[i], want_tf32[i]), 1e-5)
+        << name << " (TF32, against the step without the pass)";
+  }
+}
+
 // A linear layer big enough for kmajor-gemm-operands (1024 -> 1024 -> 10 at batch 1024: the first
 // weight gradient is 1024 x 1024 x 1024). TF32 off, the GPU step with its operand transposed
 // against the CPU step without: the rewrite is exact and only the summation order differs
@@ -226,42 +261,7 @@ TEST_F(CudaTrainingTest, KMajorWeightGradientStepMatchesCpu) {
   feeds["x"] = testing::RandomFloat({batch, 1024}, 45, -1.0f, 1.0f);
   feeds[passes::kLabelsInput] = testing::RandomInt64({batch}, 46, 0, 9);
   feeds[passes::kLrInput] = ir::Tensor::Scalar<float>(1e-3f);
-  auto run_gpu = [&](const ir::Graph& step, bool tf32) -> std::vector<ir::Tensor> {
-    cuda::CudaExecutorOptions o;
-    o.tf32 = tf32;
-    auto gpu = cuda::CudaExecutor::Create(step, o);
-    EXPECT_TRUE(gpu.ok()) << gpu.status();
-    if (!gpu.ok()) return {};
-    auto got = (*gpu)->Run(feeds);
-    EXPECT_TRUE(got.ok()) << got.status();
-    return got.ok() ? *got : std::vector<ir::Tensor>{};
-  };
-  auto cpu = runtime::cpu::CpuExecutor::Create(**cpu_step);
-  ASSERT_TRUE(cpu.ok()) << cpu.status();
-  auto want_cpu = (*cpu)->Run(feeds);
-  ASSERT_TRUE(want_cpu.ok()) << want_cpu.status();
-  const std::vector<ir::Tensor> got_fp32 = run_gpu(**gpu_step, false);
-  const std::vector<ir::Tensor> got_tf32 = run_gpu(**gpu_step, true);
-  const std::vector<ir::Tensor> want_tf32 = run_gpu(**plain_step, true);
-  ASSERT_EQ(got_fp32.size(), want_cpu->size());
-  ASSERT_EQ(got_tf32.size(), want_cpu->size());
-  ASSERT_EQ(want_tf32.size(), want_cpu->size());
-  auto norm_error = [](const ir::Tensor& got, const ir::Tensor& want) {
-    double d = 0, n = 0;
-    for (int64_t j = 0; j < want.num_elements(); ++j) {
-      const double w = want.GetAsDouble(j), y = got.GetAsDouble(j);
-      d += (y - w) * (y - w);
-      n += w * w;
-    }
-    return std::sqrt(d / n);
-  };
-  for (size_t i = 0; i < want_cpu->size(); ++i) {
-    const std::string& name = (*gpu_step)->outputs()[i]->name();
-    ASSERT_EQ(name, (*cpu_step)->outputs()[i]->name());
-    ASSERT_EQ(name, (*plain_step)->outputs()[i]->name());
-    EXPECT_LE(norm_error(got_fp32[i], (*want_cpu)[i]), 1e-5) << name << " (fp32, against the CPU)";
-    EXPECT_LE(norm_error(got_tf32[i], want_tf32[i]), 1e-5) << name << " (TF32, against the step without the pass)";
-  }
+  ExpectTf32PassStepMatches(**cpu_step, **plain_step, **gpu_step, feeds);
 }
 
 // The TF32 passes of tall steps, on the small MLP at batch 4096 (models/mlp: 784-512-512-10, layers
@@ -309,34 +309,7 @@ TEST_F(CudaTrainingTest, TallTf32PassesStepMatchesCpu) {
   feeds["x"] = testing::RandomFloat({batch, 784}, 47, -1.0f, 1.0f);
   feeds[passes::kLabelsInput] = testing::RandomInt64({batch}, 48, 0, 9);
   feeds[passes::kLrInput] = ir::Tensor::Scalar<float>(1e-3f);
-  auto run_gpu = [&](const ir::Graph& step, bool tf32) -> std::vector<ir::Tensor> {
-    cuda::CudaExecutorOptions o;
-    o.tf32 = tf32;
-    auto gpu = cuda::CudaExecutor::Create(step, o);
-    EXPECT_TRUE(gpu.ok()) << gpu.status();
-    if (!gpu.ok()) return {};
-    auto got = (*gpu)->Run(feeds);
-    EXPECT_TRUE(got.ok()) << got.status();
-    return got.ok() ? *got : std::vector<ir::Tensor>{};
-  };
-  auto cpu = runtime::cpu::CpuExecutor::Create(**cpu_step);
-  ASSERT_TRUE(cpu.ok()) << cpu.status();
-  auto want_cpu = (*cpu)->Run(feeds);
-  ASSERT_TRUE(want_cpu.ok()) << want_cpu.status();
-  const std::vector<ir::Tensor> got_fp32 = run_gpu(**gpu_step, false);
-  const std::vector<ir::Tensor> got_tf32 = run_gpu(**gpu_step, true);
-  const std::vector<ir::Tensor> want_tf32 = run_gpu(**plain_step, true);
-  ASSERT_EQ(got_fp32.size(), want_cpu->size());
-  ASSERT_EQ(got_tf32.size(), want_cpu->size());
-  ASSERT_EQ(want_tf32.size(), want_cpu->size());
-  for (size_t i = 0; i < want_cpu->size(); ++i) {
-    const std::string& name = (*gpu_step)->outputs()[i]->name();
-    ASSERT_EQ(name, (*cpu_step)->outputs()[i]->name());
-    ASSERT_EQ(name, (*plain_step)->outputs()[i]->name());
-    EXPECT_LE(testing::NormwiseRelativeError(got_fp32[i], (*want_cpu)[i]), 1e-5) << name << " (fp32, against the CPU)";
-    EXPECT_LE(testing::NormwiseRelativeError(got_tf32[i], want_tf32[i]), 1e-5)
-        << name << " (TF32, against the step without the passes)";
-  }
+  ExpectTf32PassStepMatches(**cpu_step, **plain_step, **gpu_step, feeds);
 }
 
 TEST_F(CudaTrainingTest, GraphReplayEqualsEagerLaunches) {
