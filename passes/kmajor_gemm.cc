@@ -37,9 +37,10 @@
 //   after:   %w.kmajor : f32[512,512] = Transpose(%w) {perm = [1, 0]}
 //            %dx : f32[8192,512] = Gemm(%dy, %w.kmajor) {transB = 1}
 //
-// Any epilogue may stay: it acts on the product, whose layout does not change. The training pipeline runs it after the GEMM fusion passes, only for TF32
-// steps on the GPU (TrainingSpec::kmajor_gemm_operands); the CPU GEMM packs its operands either
-// way.
+// Any epilogue may stay: it acts on the product, whose layout does not change.
+//
+// The training pipeline runs the pass after the GEMM fusion passes, only for TF32 steps on the GPU
+// (TrainingSpec::kmajor_gemm_operands); the CPU GEMM packs its operands either way.
 #include <algorithm>
 
 #include "absl/container/flat_hash_map.h"
@@ -71,31 +72,57 @@ struct Plan {
   bool data_gradient = false;  // transA = transB = 0: B is the MN-major one
 };
 
-// How far from the step's inputs `v` is made: 0 for inputs and initializers, else one more than
-// the deepest input of its producer (memoised).
-int Depth(const Value* v, absl::flat_hash_map<const Value*, int>& memo) {
-  if (v == nullptr || v->producer() == nullptr) return 0;
-  if (auto it = memo.find(v); it != memo.end()) return it->second;
-  int d = 0;
-  for (const Value* in : v->producer()->inputs()) d = std::max(d, Depth(in, memo) + 1);
-  memo[v] = d;
-  return d;
+// How far from the step's inputs each value is made: 0 for inputs and initializers (absent from
+// the map), else one more than the deepest input of its producer.
+using Depths = absl::flat_hash_map<const Value*, int>;
+Depths ValueDepths(const std::vector<Node*>& topo_order) {
+  Depths depth;
+  for (const Node* n : topo_order) {
+    int d = 0;
+    for (const Value* in : n->inputs()) {
+      if (in == nullptr) continue;
+      auto it = depth.find(in);
+      d = std::max(d, (it == depth.end() ? 0 : it->second) + 1);
+    }
+    for (const Value* out : n->outputs()) {
+      if (out != nullptr) depth[out] = d;
+    }
+  }
+  return depth;
 }
-int Depth(const Value* v) {
-  absl::flat_hash_map<const Value*, int> memo;
-  return Depth(v, memo);
+
+int DepthOf(const Depths& depths, const Value* v) {
+  auto it = depths.find(v);
+  return it == depths.end() ? 0 : it->second;
+}
+
+// The dims of A and B when both are static float32 matrices (TF32 candidates); else nullopt and
+// the reason.
+std::optional<std::pair<std::vector<int64_t>, std::vector<int64_t>>> FloatMatrices(const Node* n, std::string* why) {
+  const ir::TensorType& a = n->input(0)->type();
+  const ir::TensorType& b = n->input(1)->type();
+  if (a.dtype != DType::kFloat32 || b.dtype != DType::kFloat32) {
+    *why = absl::StrCat("operands are ", ir::DTypeName(a.dtype), ", not float32 (TF32)");
+    return std::nullopt;
+  }
+  if (!a.is_static() || !b.is_static()) {
+    *why = "operand shapes are not static";
+    return std::nullopt;
+  }
+  std::vector<int64_t> ad = ir::StaticDims(*a.shape), bd = ir::StaticDims(*b.shape);
+  if (ad.size() != 2 || bd.size() != 2) {
+    *why = "operands are not 2-D";
+    return std::nullopt;
+  }
+  return std::make_pair(std::move(ad), std::move(bd));
 }
 
 // A GEMM with transA = transB = 0 (B MN-major): transpose B when the product is tall and large.
 std::optional<Plan> MatchDataGradient(Node* n, std::string* why) {
-  Value* a = n->input(0);
-  Value* b = n->input(1);
-  if (a->type().dtype != DType::kFloat32 || b->type().dtype != DType::kFloat32 || !a->type().is_static() ||
-      !b->type().is_static() || a->type().rank() != 2 || b->type().rank() != 2) {
-    return std::nullopt;  // silent: only float32 matrices are TF32 candidates
-  }
-  const std::vector<int64_t> ad = ir::StaticDims(*a->type().shape), bd = ir::StaticDims(*b->type().shape);
-  const int64_t m = ad[0], k = ad[1], nn = bd[1];
+  std::string not_float;  // silent: only float32 matrices are TF32 candidates
+  const auto dims = FloatMatrices(n, &not_float);
+  if (!dims) return std::nullopt;
+  const int64_t m = dims->first[0], k = dims->first[1], nn = dims->second[1];
   const double macs = static_cast<double>(m) * static_cast<double>(nn) * static_cast<double>(k);
   if (m < kMinTallness * std::max(k, nn) || macs < kMinDataGradMacs) {
     *why = absl::StrCat("GEMM ", m, "x", nn, "x", k, " with an MN-major B: not tall (m >= ", kMinTallness,
@@ -109,28 +136,15 @@ std::optional<Plan> MatchDataGradient(Node* n, std::string* why) {
   return p;
 }
 
-std::optional<Plan> Match(Node* n, std::string* why) {
+std::optional<Plan> Match(Node* n, const Depths& depths, std::string* why) {
   const bool gemm = fusion::IsOnnx(n, "Gemm");
   const std::optional<ir::FusedEpilogue> e = fusion::FusedEpilogueOf(n);
   if (!gemm && !e) return std::nullopt;
   if (n->GetInt("transA", 0) == 0 && n->GetInt("transB", 0) == 0) return MatchDataGradient(n, why);
   if (n->GetInt("transA", 0) == 0 || n->GetInt("transB", 0) != 0) return std::nullopt;  // one is K-major
-  Value* a = n->input(0);
-  Value* b = n->input(1);
-  if (a->type().dtype != DType::kFloat32 || b->type().dtype != DType::kFloat32) {
-    *why = absl::StrCat("operands are ", ir::DTypeName(a->type().dtype), ", not float32 (TF32)");
-    return std::nullopt;
-  }
-  if (!a->type().is_static() || !b->type().is_static()) {
-    *why = "operand shapes are not static";
-    return std::nullopt;
-  }
-  const std::vector<int64_t> ad = ir::StaticDims(*a->type().shape), bd = ir::StaticDims(*b->type().shape);
-  if (ad.size() != 2 || bd.size() != 2) {
-    *why = "operands are not 2-D";
-    return std::nullopt;
-  }
-  const int64_t k = ad[0], m = ad[1], nn = bd[1];
+  const auto dims = FloatMatrices(n, why);
+  if (!dims) return std::nullopt;
+  const int64_t k = dims->first[0], m = dims->first[1], nn = dims->second[1];
   Plan p;
   p.gemm = n;
   if (e) {
@@ -153,7 +167,7 @@ std::optional<Plan> Match(Node* n, std::string* why) {
     // The operand that exists earlier in the step (a graph input or a forward activation rather
     // than a gradient) is transposed: its Transpose can run beside earlier work instead of
     // between the gradient's producer and this GEMM. On a tie, the smaller one.
-    const int da = Depth(a), db = Depth(b);
+    const int da = DepthOf(depths, n->input(0)), db = DepthOf(depths, n->input(1));
     p.operand = da != db ? (db < da ? 1 : 0) : (nn < m ? 1 : 0);
     p.either = true;
   }
@@ -167,10 +181,11 @@ class KMajorGemmOperandsPass : public Pass {
   absl::StatusOr<bool> Run(ir::Graph& g) override {
     transposed_.clear();
     OTTR_ASSIGN_OR_RETURN(std::vector<Node*> order, g.TopoOrder());
+    depths_ = ValueDepths(order);
     bool changed = false;
     for (Node* n : order) {
       std::string why;
-      std::optional<Plan> p = Match(n, &why);
+      std::optional<Plan> p = Match(n, depths_, &why);
       if (!p) {
         // Silent for nodes that are not GEMMs with both operands MN-major.
         if (!why.empty()) fusion::Remark(remarks(), kName, absl::StrCat("declined ", n->Describe(), ": ", why));
@@ -209,7 +224,10 @@ class KMajorGemmOperandsPass : public Pass {
     OTTR_ASSIGN_OR_RETURN(Node * r, fusion::AddInferred(g, std::move(spec)));
     const std::string what = n->Describe();
     fusion::Renames renames;
-    for (int i = 0; i < n->num_outputs(); ++i) renames.Replace(g, n->output(i), r->output(i));
+    for (int i = 0; i < n->num_outputs(); ++i) {
+      depths_[r->output(i)] = DepthOf(depths_, n->output(i));  // a later GEMM may read the product
+      renames.Replace(g, n->output(i), r->output(i));
+    }
     OTTR_RETURN_IF_ERROR(fusion::EraseDead(g, {n}));
     renames.Apply(g);
     fusion::Remark(remarks(), kName,
@@ -220,6 +238,7 @@ class KMajorGemmOperandsPass : public Pass {
   }
 
   absl::flat_hash_map<Value*, Value*> transposed_;
+  Depths depths_;
 };
 
 }  // namespace

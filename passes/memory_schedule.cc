@@ -143,10 +143,9 @@ std::vector<int> GreedySchedule(const Problem& p, const std::vector<int>& given,
 
   std::vector<int> order;
   order.reserve(n);
-  // The longest chain of nodes from each node to the end (itself included), in nodes.
-  std::vector<int> height(n, 0);
   if (critical_path) {
-    std::vector<int> outdegree(n), stack;
+    // The longest chain of nodes from each node to the end (itself included), in nodes.
+    std::vector<int> height(n, 0), outdegree(n), stack;
     for (int i = 0; i < n; ++i) {
       outdegree[i] = static_cast<int>(succs[i].size());
       if (outdegree[i] == 0) stack.push_back(i);
@@ -161,8 +160,6 @@ std::vector<int> GreedySchedule(const Problem& p, const std::vector<int>& given,
         if (--outdegree[q] == 0) stack.push_back(q);
       }
     }
-  }
-  if (critical_path) {
     // List scheduling on two unit-time slots (the executor's two streams): at each tick the ready
     // nodes with the longest chains after them start, the first slot for the longest; a node is
     // ready the tick after its last predecessor started. Work off the chain (a transpose of a
