@@ -9,7 +9,9 @@
 //
 // The algorithm is chosen once per shape key (library version, device, m/n/k, transposes, leading
 // dimensions, batch and strides, dtypes, compute type, epilogue, pointer alignment) from
-// cuBLASLt's heuristic and cached in CudaLibraries (and in the --algo-cache file).
+// cuBLASLt's heuristic and cached in CudaLibraries (and in the --algo-cache file). Small float32
+// products under TF32 also time ottr's own TF32 kernel (kernels/small_gemm.h: one launch with its
+// epilogue, where cuBLASLt runs a split-K kernel and a reduce) and keep it where it is faster.
 #ifndef OTTR_RUNTIME_CUDA_LT_GEMM_H_
 #define OTTR_RUNTIME_CUDA_LT_GEMM_H_
 
@@ -54,7 +56,20 @@ struct GemmConfig {
   float beta = 0.0f;  // != 0: D = ... + beta·C where C is D's own buffer (in place)
   GemmEpilogue epilogue = GemmEpilogue::kDefault;
   int64_t aux_ld = 0;  // leading dimension of the aux buffer (epilogues with aux)
+  // Which kernel runs. kAuto: the fastest of cuBLASLt's candidates and, where it is eligible
+  // (OttrGemmEligible), ottr's small TF32 kernel, cached by shape. kCublasLt / kOttr force one and
+  // bypass the cache (tests, comparisons); `ottr_config` >= 0 also forces the kernel's configuration
+  // (kernels/small_gemm.h: tile and split of K).
+  enum class Kernel { kAuto, kCublasLt, kOttr };
+  Kernel kernel = Kernel::kAuto;
+  int ottr_config = -1;
 };
+
+// Whether ottr's small TF32 kernel can run `c` under the TF32 policy `tf32`: float32 in and out,
+// one matrix, beta 0, an epilogue it has (none, bias, relu_bias, relu_aux_bias, drelu,
+// drelu_bgrad), at most kOttrGemmMaxMacs multiply-adds. OTTR_SMALL_GEMM=0 turns it off.
+bool OttrGemmEligible(const GemmConfig& c, bool tf32);
+inline constexpr int64_t kOttrGemmMaxMacs = int64_t{1} << 27;
 
 class LtGemm {
  public:
@@ -65,6 +80,8 @@ class LtGemm {
   absl::Status Run(const void* a, const void* b, void* d, const void* bias, void* aux,
                    void* workspace, cudaStream_t stream) const;
   const GemmConfig& config() const { return config_; }
+  // The configuration of ottr's small TF32 kernel when it runs this GEMM, else -1 (cuBLASLt).
+  int ottr_config() const { return ottr_config_; }
 
  private:
   LtGemm() = default;
@@ -72,8 +89,11 @@ class LtGemm {
   // OTTR_GEMM_CANDIDATES=N (1..kMaxAutotuneCandidates) overrides the count.
   static constexpr int kAutotuneCandidates = 8;
   static constexpr int kMaxAutotuneCandidates = 64;
-  absl::Status Autotune(const cublasLtMatmulHeuristicResult_t* results, int found);
+  // Times the `found` candidates (and, when `ottr` is set, every configuration of ottr's kernel that fits)
+  // and keeps the fastest.
+  absl::Status Autotune(const cublasLtMatmulHeuristicResult_t* results, int found, bool ottr);
   int chosen_ = 0;
+  int ottr_config_ = -1;
   GemmConfig config_;
   LtMatmulDesc desc_;
   LtLayout a_layout_, b_layout_, d_layout_;
