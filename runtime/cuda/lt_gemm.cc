@@ -374,9 +374,9 @@ absl::Status LtGemm::Autotune(const cublasLtMatmulHeuristicResult_t* results, in
       }
       const float ms = time_in_graph([&] { return kernels::LaunchSmallGemm(t, args, stream) == cudaSuccess; });
       if (ms < 0) continue;
-      int bm = 0, bn = 0, split = 0;
-      kernels::SmallGemmConfigShape(t, &bm, &bn, &split);
-      if (log) std::fprintf(stderr, "  ottr config %d (%dx%d, split %d): %.2f us\n", t, bm, bn, split, ms * 1000.0f / kRuns);
+      int bm = 0, bn = 0, bk = 0;
+      kernels::SmallGemmConfigShape(t, &bm, &bn, &bk);
+      if (log) std::fprintf(stderr, "  ottr config %d (%dx%d, bk %d): %.2f us\n", t, bm, bn, bk, ms * 1000.0f / kRuns);
       // A forced kernel takes its fastest configuration whatever cuBLASLt did (it timed nothing then).
       if (best < 0 || ms < best) {
         best = ms;

@@ -354,10 +354,10 @@ cudaError_t ForTile(int tile, bool ta, bool tb, A&&... args) {
 
 int SmallGemmConfigCount() { return kTileCount; }
 
-void SmallGemmConfigShape(int config, int* bm, int* bn, int* split) {
+void SmallGemmConfigShape(int config, int* bm, int* bn, int* bk) {
   *bm = kTiles[config].bm;
   *bn = kTiles[config].bn;
-  *split = 1;
+  *bk = kTiles[config].bk;
 }
 
 bool SmallGemmConfigFits(int config, const SmallGemmArgs& p) {

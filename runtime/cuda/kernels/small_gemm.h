@@ -50,10 +50,10 @@ struct SmallGemmArgs {
   float* bias_grad = nullptr;        // kDReluBgrad
 };
 
-// The configurations (CTA tile BM x BN; `split` of K across CTAs, 1 for every tile so far) the
-// kernel is built for; LtGemm times those that fit.
+// The configurations (CTA tile BM x BN, chunk depth BK of K) the kernel is built for; LtGemm
+// times those that fit.
 int SmallGemmConfigCount();
-void SmallGemmConfigShape(int config, int* bm, int* bn, int* split);
+void SmallGemmConfigShape(int config, int* bm, int* bn, int* bk);
 // Whether `config` can run `args`: kDReluBgrad needs BM >= M; the grid's rows are within limits.
 bool SmallGemmConfigFits(int config, const SmallGemmArgs& args);
 // Raises the configuration's dynamic shared memory limit (call once before capturing a launch).

@@ -1,5 +1,5 @@
 // ottr's small TF32 GEMM (runtime/cuda/kernels/small_gemm.h), forced through LtGemm in every
-// configuration (tile, split of K) that fits, against a double-precision reference of the same
+// configuration (tile, chunk depth of K) that fits, against a double-precision reference of the same
 // TF32-rounded operands. Outputs, masks and bias gradients are poisoned (NaN bytes) before the
 // kernel runs. Skipped without a device.
 //
