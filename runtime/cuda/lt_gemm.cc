@@ -70,7 +70,7 @@ std::optional<kernels::SmallGemmEpilogue> OttrEpilogue(GemmEpilogue e) {
 
 // ottr's kernel's arguments for `c` (pointers as LtGemm::Run takes them).
 kernels::SmallGemmArgs OttrArgs(const GemmConfig& c, const void* a, const void* b, void* d, const void* bias,
-                                void* aux) {
+                                void* aux, void* workspace) {
   kernels::SmallGemmArgs p;
   p.trans_a = c.trans_a;
   p.trans_b = c.trans_b;
@@ -98,6 +98,7 @@ kernels::SmallGemmArgs OttrArgs(const GemmConfig& c, const void* a, const void* 
     case K::kDReluBgrad:
       p.mask_in = static_cast<const uint8_t*>(aux);
       p.bias_grad = static_cast<float*>(const_cast<void*>(bias));  // the bias gradient is an output
+      p.bias_grad_partial = static_cast<float*>(workspace);
       break;
     case K::kNone: break;
   }
@@ -218,6 +219,7 @@ absl::StatusOr<std::unique_ptr<LtGemm>> LtGemm::Create(CudaLibraries& libs, cons
       g->ottr_config_ = std::atoi(cached.c_str() + sizeof(kOttrValue) - 1);
       if (g->ottr_config_ >= 0 && g->ottr_config_ < kernels::SmallGemmConfigCount()) {
         OTTR_CUDA_RETURN_IF_ERROR(kernels::PrepareSmallGemm(g->ottr_config_, c.trans_a, c.trans_b));
+        g->workspace_bytes_ = kernels::SmallGemmWorkspaceBytes(g->ottr_config_, OttrArgs(c, {}, {}, {}, {}, {}, {}));
         return g;
       }
       g->ottr_config_ = -1;
@@ -263,7 +265,7 @@ absl::StatusOr<std::unique_ptr<LtGemm>> LtGemm::Create(CudaLibraries& libs, cons
                                     : absl::StrCat("#", g->chosen_).c_str());
   }
   if (g->ottr_config_ >= 0) {
-    g->workspace_bytes_ = 0;
+    g->workspace_bytes_ = kernels::SmallGemmWorkspaceBytes(g->ottr_config_, OttrArgs(c, {}, {}, {}, {}, {}, {}));
     if (cached_choice) libs.StoreAlgo(key, absl::StrCat(kOttrValue, g->ottr_config_));
     return g;
   }
@@ -294,6 +296,9 @@ absl::Status LtGemm::Autotune(const cublasLtMatmulHeuristicResult_t* results, in
   const int64_t aux_bytes = HasAux(c.epilogue) ? std::max<int64_t>(c.aux_ld, c.n) * c.m * out_size : 0;
   int64_t ws = 0;
   for (int i = 0; i < found; ++i) ws = std::max<int64_t>(ws, static_cast<int64_t>(results[i].workspaceSize));
+  for (int t = 0; ottr && t < kernels::SmallGemmConfigCount(); ++t) {
+    ws = std::max(ws, kernels::SmallGemmWorkspaceBytes(t, OttrArgs(c, {}, {}, {}, {}, {}, {})));
+  }
   std::vector<void*> buffers;
   auto alloc = [&](int64_t bytes) -> void* {
     void* p = nullptr;
@@ -365,7 +370,7 @@ absl::Status LtGemm::Autotune(const cublasLtMatmulHeuristicResult_t* results, in
       algo_ = first;
       workspace_bytes_ = first_ws;
     }
-    kernels::SmallGemmArgs args = OttrArgs(c, a, b, d, bias, aux);
+    kernels::SmallGemmArgs args = OttrArgs(c, a, b, d, bias, aux, workspace);
     for (int t = 0; ottr && t < kernels::SmallGemmConfigCount(); ++t) {
       if ((c.ottr_config >= 0 && t != c.ottr_config) || !kernels::SmallGemmConfigFits(t, args)) continue;
       if (kernels::PrepareSmallGemm(t, c.trans_a, c.trans_b) != cudaSuccess) {
@@ -396,7 +401,7 @@ absl::Status LtGemm::Run(const void* a, const void* b, void* d, const void* bias
                          void* workspace, cudaStream_t stream) const {
   const GemmConfig& c = config_;
   if (ottr_config_ >= 0) {
-    OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchSmallGemm(ottr_config_, OttrArgs(c, a, b, d, bias, aux), stream));
+    OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchSmallGemm(ottr_config_, OttrArgs(c, a, b, d, bias, aux, workspace), stream));
     return absl::OkStatus();
   }
   cublasLtMatmulDesc_t desc = desc_.get();

@@ -262,12 +262,12 @@ __global__ void __launch_bounds__(kThreads) SmallGemmKernel(SmallGemmArgs p) {
     if (in) p.d[gm * p.ldc + gn] = v;
     if (e == SmallGemmEpilogue::kDReluBgrad) smem[t] = in ? v : 0.0f;  // only this thread reads slot t
   }
-  if (e == SmallGemmEpilogue::kDReluBgrad) {  // one CTA row holds all M rows (SmallGemmConfigFits)
+  if (e == SmallGemmEpilogue::kDReluBgrad) {  // this tile's column sums: the result, or a row of partials
     __syncthreads();
     // kThreads / BN threads per column, then one of them adds their sums in order.
     constexpr int kPerCol = kThreads / BN;
     const int nn = threadIdx.x % BN, part_id = threadIdx.x / BN;
-    const int rows = static_cast<int>(p.m < BM ? p.m : BM);
+    const int rows = static_cast<int>(p.m - m0 < BM ? p.m - m0 : BM);
     float s = 0.0f;
     for (int mm = part_id; mm < rows; mm += kPerCol) s += smem[mm * BN + nn];
     __syncthreads();
@@ -277,9 +277,22 @@ __global__ void __launch_bounds__(kThreads) SmallGemmKernel(SmallGemmArgs p) {
       float total = 0.0f;
 #pragma unroll
       for (int q = 0; q < kPerCol; ++q) total += smem[BM * BN + q * BN + nn];
-      p.bias_grad[n0 + nn] = total;
+      if (gridDim.y == 1) {
+        p.bias_grad[n0 + nn] = total;
+      } else {
+        p.bias_grad_partial[blockIdx.y * p.n + n0 + nn] = total;
+      }
     }
   }
+}
+
+// bias_grad[j] = Σ_t partial[t, j] in tile order (kDReluBgrad over several row tiles).
+__global__ void BiasGradFinalizeKernel(const float* __restrict__ partial, int tiles, int64_t n, float* __restrict__ out) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= n) return;
+  float s = 0.0f;
+  for (int t = 0; t < tiles; ++t) s += partial[t * n + j];
+  out[j] = s;
 }
 
 // (BM, BN, BK). BK = 16 with the scalar path's staging registers; ncu on the H200 found the
@@ -315,6 +328,10 @@ cudaError_t Launch(const SmallGemmArgs& p, cudaStream_t stream) {
     SmallGemmKernel<BM, BN, BK, TA, TB, true><<<grid, kThreads, Smem<BM, BN, BK, TA, TB, true>::kBytes, stream>>>(p);
   } else {
     SmallGemmKernel<BM, BN, BK, TA, TB, false><<<grid, kThreads, Smem<BM, BN, BK, TA, TB, false>::kBytes, stream>>>(p);
+  }
+  if (p.epilogue == SmallGemmEpilogue::kDReluBgrad && grid.y > 1) {
+    BiasGradFinalizeKernel<<<static_cast<unsigned>((p.n + 255) / 256), 256, 0, stream>>>(
+        p.bias_grad_partial, static_cast<int>(grid.y), p.n, p.bias_grad);
   }
   return cudaGetLastError();
 }
@@ -365,8 +382,14 @@ bool SmallGemmConfigFits(int config, const SmallGemmArgs& p) {
   // Offsets within a tile and the K loop count in int.
   if (p.m >= (1ll << 30) || p.n >= (1ll << 30) || p.k >= (1ll << 30)) return false;
   const Tile t = kTiles[config];
-  if (p.epilogue == SmallGemmEpilogue::kDReluBgrad && p.m > t.bm) return false;
+  if (p.epilogue == SmallGemmEpilogue::kDReluBgrad && p.m > t.bm && p.bias_grad_partial == nullptr) return false;
   return (p.m + t.bm - 1) / t.bm <= 65535;
+}
+
+int64_t SmallGemmWorkspaceBytes(int config, const SmallGemmArgs& p) {
+  if (config < 0 || config >= kTileCount || p.epilogue != SmallGemmEpilogue::kDReluBgrad) return 0;
+  const int64_t tiles = (p.m + kTiles[config].bm - 1) / kTiles[config].bm;
+  return tiles > 1 ? tiles * p.n * static_cast<int64_t>(sizeof(float)) : 0;
 }
 
 cudaError_t PrepareSmallGemm(int config, bool trans_a, bool trans_b) {

@@ -20,8 +20,9 @@
 //   kReluAuxBias   D = relu(P + bias), mask bit j of row i = (P + bias)[i, j] > 0 (row i owns
 //                  mask_row_bytes bytes; bit j is byte j / 8, bit j % 8; mask 4-byte aligned)
 //   kDRelu         D = P ⊙ [mask bit]
-//   kDReluBgrad    D = P ⊙ [mask bit], bias_grad[j] = Σ_i D[i, j] (needs a tile with BM >= M:
-//                  one CTA sums whole columns, so no second launch and no atomics)
+//   kDReluBgrad    D = P ⊙ [mask bit], bias_grad[j] = Σ_i D[i, j] (a tile with BM >= M sums
+//                  whole columns in one launch; smaller tiles write one row of column sums per
+//                  row tile to the workspace and a second kernel adds them in order: no atomics)
 // relu is Relu's Select(x < 0, 0, x): -0 and NaN pass through, as on the CPU.
 #ifndef OTTR_RUNTIME_CUDA_KERNELS_SMALL_GEMM_H_
 #define OTTR_RUNTIME_CUDA_KERNELS_SMALL_GEMM_H_
@@ -48,15 +49,21 @@ struct SmallGemmArgs {
   uint8_t* mask_out = nullptr;       // kReluAuxBias
   const uint8_t* mask_in = nullptr;  // kDRelu, kDReluBgrad
   float* bias_grad = nullptr;        // kDReluBgrad
+  // kDReluBgrad with BM < M: one row of column sums per row tile (SmallGemmWorkspaceBytes), added
+  // into bias_grad by a second, small kernel.
+  float* bias_grad_partial = nullptr;
 };
 
 // The configurations (CTA tile BM x BN, chunk depth BK of K) the kernel is built for; LtGemm
 // times those that fit.
 int SmallGemmConfigCount();
 void SmallGemmConfigShape(int config, int* bm, int* bn, int* bk);
-// Whether `config` can run `args`: kDReluBgrad needs BM >= M; the grid's rows are within limits.
+// Whether `config` can run `args`: kDReluBgrad with BM < M needs bias_grad_partial; the grid's
+// rows are within limits.
 bool SmallGemmConfigFits(int config, const SmallGemmArgs& args);
 // Raises the configuration's dynamic shared memory limit (call once before capturing a launch).
+// Workspace `config` needs for `args` (the partial bias gradients), bytes.
+int64_t SmallGemmWorkspaceBytes(int config, const SmallGemmArgs& args);
 cudaError_t PrepareSmallGemm(int config, bool trans_a, bool trans_b);
 cudaError_t LaunchSmallGemm(int config, const SmallGemmArgs& args, cudaStream_t stream);
 

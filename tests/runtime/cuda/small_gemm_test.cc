@@ -177,6 +177,8 @@ bool Fits(int config, const GemmCase& gc) {
   p.trans_b = gc.tb;
   p.epilogue = gc.epilogue == GemmEpilogue::kDReluBgrad ? kernels::SmallGemmEpilogue::kDReluBgrad
                                                         : kernels::SmallGemmEpilogue::kNone;
+  static float workspace;  // LtGemm hands every configuration its workspace (partial bias gradients)
+  p.bias_grad_partial = &workspace;
   return kernels::SmallGemmConfigFits(config, p);
 }
 
