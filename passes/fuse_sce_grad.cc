@@ -12,8 +12,17 @@
 // in bf16, 24 MB). The values are those of the three nodes. It needs the log_prob to have no
 // other reader and the gradient seed not to depend on the loss (it never does in a training step:
 // the seed is a constant or the loss scale).
+//
+// When the logits are the first K columns of a padded GEMM's output (pad-gemm-dims: a Slice on
+// the last axis from 0) read by nothing else, and dlogits' only reader is that Slice's gradient
+// (ottr::SliceGrad with the same starts, ends and axes), the fused node reads the padded rows and
+// writes the padded dlogits itself, zero past K ({classes = K}): two copy kernels fewer.
+//
+//   before:  %logits = Slice(%logits.pad, [0], [K], [1])   ...   %d.pad = ottr::SliceGrad(%d, ...)
+//   after:   %loss, %d.pad = ottr::SoftmaxCrossEntropyWithGrad(%logits.pad, %labels, %seed) {classes = K}
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "ir/grads/tensor_grad_util.h"
 #include "ir/status.h"
 #include "passes/fusion_passes.h"
 #include "passes/fusion_util.h"
@@ -31,7 +40,29 @@ struct Plan {
   Node* loss = nullptr;   // ottr::SoftmaxCrossEntropy
   Node* grad = nullptr;   // ottr::SoftmaxCrossEntropyGrad
   Node* cast = nullptr;   // the Cast of dlogits, or null
+  Node* slice = nullptr;  // the Slice of the padded logits, or null
+  Node* slice_grad = nullptr;  // with `slice`: its ottr::SliceGrad, dlogits' only reader
+  int64_t classes = 0;    // with `slice`: K
 };
+
+// The Slice `sl` keeps columns [0, K) of the last axis of a static 2-D input, step 1: K, else 0.
+int64_t LeadingColumns(const Node* sl) {
+  if (sl == nullptr || !fusion::IsOnnx(sl, "Slice") || sl->num_inputs() < 4) return 0;
+  const Value* in = sl->input(0);
+  if (in == nullptr || !in->type().is_static() || ir::StaticDims(*in->type().shape).size() != 2) return 0;
+  const int64_t width = ir::StaticDims(*in->type().shape)[1];
+  const auto starts = ir::grad_util::KnownInts(sl->input(1));
+  const auto ends = ir::grad_util::KnownInts(sl->input(2));
+  const auto axes = ir::grad_util::KnownInts(sl->input(3));
+  if (!starts || !ends || !axes || starts->size() != 1 || ends->size() != 1 || axes->size() != 1) return 0;
+  if ((*axes)[0] != 1 && (*axes)[0] != -1) return 0;
+  if (sl->num_inputs() > 4 && sl->input(4) != nullptr) {
+    const auto steps = ir::grad_util::KnownInts(sl->input(4));
+    if (!steps || steps->size() != 1 || (*steps)[0] != 1) return 0;
+  }
+  const int64_t k = (*ends)[0];
+  return (*starts)[0] == 0 && k > 0 && k < width ? k : 0;
+}
 
 // Whether `v` is computed from an output of `n` (a walk up the producers).
 bool DependsOn(const Value* v, const Node* n) {
@@ -79,6 +110,21 @@ std::optional<Plan> Match(Node* g, std::string* why) {
   }
   Node* c = fusion::SoleUser(g->output(0));
   if (c != nullptr && fusion::IsOnnx(c, "Cast") && ir::IsFloat(c->output(0)->type().dtype)) p.cast = c;
+  // The Slice of a padded GEMM's output and its gradient, folded when both are there.
+  Node* sl = s->input(0)->producer();
+  const Value* d = p.cast != nullptr ? p.cast->output(0) : g->output(0);
+  Node* sg = fusion::SoleUser(d);
+  const int64_t k = LeadingColumns(sl);
+  if (k > 0 && fusion::SoleUser(s->input(0)) == s && sg != nullptr && fusion::IsOttr(sg, "SliceGrad") &&
+      sg->num_inputs() == sl->num_inputs() && sg->output(0)->type().shape == sl->input(0)->type().shape) {
+    bool same = true;
+    for (int i = 1; i < sl->num_inputs(); ++i) same &= sg->input(i) == sl->input(i);
+    if (same) {
+      p.slice = sl;
+      p.slice_grad = sg;
+      p.classes = k;
+    }
+  }
   return p;
 }
 
@@ -89,26 +135,39 @@ absl::Status Rewrite(ir::Graph& g, const Plan& p, std::ostream* remarks) {
   if (p.cast != nullptr) {
     attrs["grad_type"] = ir::Attribute(static_cast<int64_t>(ir::DTypeToOnnx(dlogits->type().dtype)));
   }
+  Value* logits = s->input(0);
+  if (p.slice != nullptr) {
+    attrs["classes"] = ir::Attribute(p.classes);
+    logits = p.slice->input(0);
+    dlogits = p.slice_grad->output(0);
+  }
   OTTR_ASSIGN_OR_RETURN(
       Node * f, fusion::AddInferred(g, {"SoftmaxCrossEntropyWithGrad", std::string(ir::kOttrDomain),
-                                        {s->input(0), s->input(1), p.grad->input(0)},
+                                        {logits, s->input(1), p.grad->input(0)},
                                         {g.UniqueName(s->output(0)->name() + ".fused"),
                                          g.UniqueName(dlogits->name() + ".fused")},
                                         std::move(attrs), s->origin()}));
   std::string what = absl::StrCat(s->Describe(), " + ", p.grad->Describe());
   if (p.cast != nullptr) absl::StrAppend(&what, " + ", p.cast->Describe());
+  if (p.slice != nullptr) absl::StrAppend(&what, " + ", p.slice->Describe(), " + ", p.slice_grad->Describe());
   fusion::Renames renames;
   renames.Replace(g, s->output(0), f->output(0));
   renames.Replace(g, dlogits, f->output(1));
   std::vector<Node*> dead;
+  if (p.slice_grad != nullptr) dead.push_back(p.slice_grad);
   if (p.cast != nullptr) dead.push_back(p.cast);
   dead.push_back(p.grad);
   dead.push_back(s);
+  if (p.slice != nullptr) dead.push_back(p.slice);
   OTTR_RETURN_IF_ERROR(fusion::EraseDead(g, dead));
   renames.Apply(g);
   Remark(remarks, kName,
          absl::StrCat("fused ", what, " -> ottr::SoftmaxCrossEntropyWithGrad (dlogits in ",
-                      ir::DTypeName(f->output(1)->type().dtype), ", no log_prob)"));
+                      ir::DTypeName(f->output(1)->type().dtype), ", no log_prob",
+                      p.slice != nullptr ? absl::StrCat(", the first ", p.classes, " of ",
+                                                        ir::StaticDims(*logits->type().shape)[1], " columns")
+                                         : "",
+                      ")"));
   return absl::OkStatus();
 }
 

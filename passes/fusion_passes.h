@@ -2,7 +2,9 @@
 // after autodiff and the optimizer, in this order, when TrainingSpec::fuse_epilogues is set:
 //
 //   fuse-sce-grad         the loss and its gradient (and the Cast of dlogits) -> one
-//                         ottr::SoftmaxCrossEntropyWithGrad (fuse_sce_grad.cc)
+//                         ottr::SoftmaxCrossEntropyWithGrad (fuse_sce_grad.cc); with the Slice of
+//                         a padded classifier GEMM's output and its SliceGrad folded in too
+//                         ({classes = K}: the node reads and writes the padded rows)
 //   fold-gemm-casts       mixed precision: Cast(to = f32) of a bf16/f16 GEMM's product -> the
 //                         GEMM (an ottr::FusedGemm none / bias) writes f32 itself, the bias added
 //                         in f32 from the f32 parameter (removes the Casts; fold_gemm_casts.cc)
@@ -15,7 +17,8 @@
 //                         the mask. Removes the activation backward and the ReduceSum.
 //   fuse-relu-grad-bgrad  a ReluGrad left over (the GEMM epilogues declined it) whose output's
 //                         bias gradient is a ReduceSum -> one ottr::ReluGradBiasGrad kernel
-//                         (fuse_relu_grad_bgrad.cc; TrainingSpec::fuse_relu_grad_bgrad, default bf16/fp16)
+//                         (fuse_relu_grad_bgrad.cc; TrainingSpec::fuse_relu_grad_bgrad, default
+//                         bf16/fp16/TF32)
 //   fuse-gemm-bgrad       a bias gradient ReduceSum left over (e.g. of the last layer) goes into
 //                         the weight-gradient GEMM that reads the same dY: bgrada / bgradb.
 //                         Removes the ReduceSum.

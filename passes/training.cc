@@ -522,7 +522,9 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
     pm.Add(CreateFuseGemmEpiloguePass(spec.large_relu_epilogue, spec.large_relu_epilogue_tf32));
     pm.Add(CreateFuseGemmDActBgradPass());
     const bool low = spec.precision == Precision::kBf16 || spec.precision == Precision::kFp16;
-    if (spec.fuse_relu_grad_bgrad.value_or(low)) pm.Add(CreateFuseReluGradBgradPass());
+    if (spec.fuse_relu_grad_bgrad.value_or(low || spec.precision == Precision::kTf32)) {
+      pm.Add(CreateFuseReluGradBgradPass());
+    }
     pm.Add(CreateFuseGemmBgradPass());
   }
   if (spec.channels_last) pm.Add(CreateNhwcLayoutPass());

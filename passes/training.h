@@ -105,9 +105,11 @@ struct TrainingSpec {
   // With fuse_epilogues: a ReluGrad the GEMM epilogues left, and the ReduceSum of its output (a
   // bias gradient), become one ottr::ReluGradBiasGrad kernel (fuse-relu-grad-bgrad) instead of
   // going into the weight gradient's BGRAD epilogue or a separate reduction. Unset: on for
-  // bf16/fp16 steps only. On the H200 it took the bf16 MLP 4096x4 step from 2754.6 to 2656.8 µs
-  // (the BGRADA GEMMs' extra kernel gone); TF32 steps got no faster (4843.5 -> 4854.1 µs on the
-  // same MLP, 247.2 -> 246.8 on the small one at batch 8192), so they keep the BGRAD epilogue.
+  // bf16/fp16 and TF32 steps (exact float32 keeps the separate kernels). On the H200 it took the
+  // bf16 MLP 4096x4 step from 2754.6 to 2656.8 µs (the BGRADA GEMMs' extra kernel gone); TF32
+  // steps run as fast with it and with 8 fewer launches (MLP 4096x4 4781.1 against 4795.6 µs,
+  // 40 against 48 launches; the small MLP at batch 8192 229.9 against 233.9 µs, 22 against 26;
+  // bench/RESULTS.md 2026-12-02 (3)).
   std::optional<bool> fuse_relu_grad_bgrad;
   // With fuse_epilogues: bf16/fp16 GEMMs too large for the activation epilogues otherwise
   // (fuse-gemm-epilogue) keep a following ReLU in the GEMM as RELU_BIAS (no mask; the ReLU's
@@ -169,7 +171,7 @@ std::string GradName(const std::string& param);
 //   even a single update), nan-guard (spec.nan_guard without loss scaling), unscale-gradients
 //   (with loss scaling), fuse-sce-grad, fold-gemm-casts, fuse-gemm-epilogue,
 //   narrow-exact-ops (when spec.narrow_exact_ops with bf16/fp16) before the grouping,
-//   fuse-gemm-dact-bgrad, fuse-relu-grad-bgrad (spec.fuse_relu_grad_bgrad, unset: bf16/fp16 only),
+//   fuse-gemm-dact-bgrad, fuse-relu-grad-bgrad (spec.fuse_relu_grad_bgrad, unset: bf16/fp16/TF32),
 //   fuse-gemm-bgrad (when spec.fuse_epilogues), nhwc-layout (when
 //   spec.channels_last), kmajor-gemm-operands (when spec.kmajor_gemm_operands with TF32),
 //   fuse-conv-activation, fuse-maxpool-relu-grad (when spec.fuse_epilogues), optimizer-low-copies (when

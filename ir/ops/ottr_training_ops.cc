@@ -11,6 +11,8 @@
 //     log_prob between them (fuse-sce-grad). The same values: softmax[i] is exp of log_prob
 //     rounded to the logits' type, dlogits is rounded to that type and then, when grad_type (an
 //     ONNX element type) is given, to it (the Cast to the GEMM type of a 16-bit step folded).
+//     {classes = K} (0 < K <= C): the loss is over logits[:, :K] (the Slice of a padded GEMM's
+//     output folded) and dlogits is [N, C], zero in columns K.. (the Slice's gradient folded).
 //   ottr::SGDUpdate(param, grad, lr f32[], step i64[], [buf]) -> (param', [buf'])
 //     PyTorch SGD: g = grad + wd · param; buf = g on step 1, else momentum · buf + (1 - dampening) · g;
 //     g = g + momentum · buf (nesterov) or buf; param' = param - lr · g
@@ -237,6 +239,7 @@ void RegisterOptimizerOps(OpRegistry& r) {
                  .Attr("ignore_index", K::kInt)
                  .Attr("label_smoothing", K::kFloat)
                  .Attr("grad_type", K::kInt)
+                 .Attr("classes", K::kInt)
                  .Shape(InferSceWithGrad)
                  .NotDifferentiable()
                  .Build());

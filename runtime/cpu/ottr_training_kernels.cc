@@ -112,12 +112,26 @@ absl::Status SceBackward(KernelContext& ctx) {
 
 // ottr::SoftmaxCrossEntropyWithGrad: the two above through a local log_prob, then dlogits
 // rounded to grad_type (the composition SoftmaxCrossEntropy -> SoftmaxCrossEntropyGrad -> Cast).
+// {classes = K}: the same over logits[:, :K], dlogits as wide as the logits with zeros past K.
 template <typename T>
 absl::Status SceWithGrad(KernelContext& ctx) {
-  const Tensor& logits = ctx.input(0);
+  const Tensor& wide = ctx.input(0);
   const Tensor& labels = ctx.input(1);
   const double dloss = ctx.input(2).GetAsDouble(0);
-  const int64_t n = logits.dim(0), c = logits.dim(1);
+  const int64_t n = wide.dim(0), ld = wide.dim(1);
+  const int64_t classes = ctx.attr_int("classes", 0);
+  if (classes < 0 || classes > ld) {
+    return ctx.Error(absl::StrCat("classes ", classes, " is outside [1, ", ld, "] (the logits' columns)"));
+  }
+  const int64_t c = classes > 0 ? classes : ld;
+  Tensor narrow;
+  if (c != ld) {
+    narrow = Tensor(wide.dtype(), {n, c});
+    for (int64_t i = 0; i < n; ++i) {
+      std::memcpy(narrow.data<T>() + i * c, wide.data<T>() + i * ld, c * sizeof(T));
+    }
+  }
+  const Tensor& logits = c != ld ? narrow : wide;
   const int64_t ignore = ctx.attr_int("ignore_index", -100);
   const double eps = ctx.attr_float("label_smoothing", 0.0f);
   if (labels.num_elements() != n) return ctx.Error("labels and logits disagree on the batch size");
@@ -135,8 +149,17 @@ absl::Status SceWithGrad(KernelContext& ctx) {
     g = *o;
   }
   OTTR_ASSIGN_OR_RETURN(Tensor out, ew::CastTensor(d, g));
-  Tensor& dx = ctx.AllocateOutput(1, g, logits.dims());
-  std::memcpy(dx.raw_data(), out.raw_data(), out.nbytes());
+  Tensor& dx = ctx.AllocateOutput(1, g, wide.dims());
+  if (c == ld) {
+    std::memcpy(dx.raw_data(), out.raw_data(), out.nbytes());
+  } else {
+    const size_t es = ir::DTypeSize(g);
+    std::memset(dx.raw_data(), 0, dx.nbytes());  // +0 in every float type
+    for (int64_t i = 0; i < n; ++i) {
+      std::memcpy(static_cast<char*>(dx.raw_data()) + i * ld * es, static_cast<const char*>(out.raw_data()) + i * c * es,
+                  c * es);
+    }
+  }
   return absl::OkStatus();
 }
 

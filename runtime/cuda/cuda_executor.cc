@@ -73,6 +73,7 @@ struct NodeLaunch {
   std::vector<void*> inputs;
   std::vector<void*> outputs;
   void* workspace = nullptr;
+  void* counters = nullptr;  // CompiledOp::counter_bytes of its own, zeroed once
   bool skip = false;  // a view placed on its input's buffer
   // Multi-stream issue (CudaExecutorOptions::streams): the stream, the launches (indices) whose
   // events it waits for first, and whether a later launch on another stream waits for it.
@@ -483,12 +484,26 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
   // The streams' workspaces (CudaExecutorOptions::streams > 1) follow the planned bytes: room for
   // the largest workspace up to kMaxSideWorkspace each.
   const int64_t stream_base = AlignUp(plan.peak_bytes);
-  arena_bytes = std::max<int64_t>(stream_base + (want_streams > 1 ? want_streams : 0) * stream_workspace, kAlign);
+  // Then the launches' counters (CompiledOp::counter_bytes): bytes of their own, zeroed here once;
+  // every launch leaves its counters zero again.
+  const int64_t counter_base = stream_base + (want_streams > 1 ? want_streams : 0) * stream_workspace;
+  int64_t counter_bytes = 0;
+  for (const NodeLaunch& l : launches) counter_bytes += (l.op.counter_bytes + 15) / 16 * 16;
+  arena_bytes = std::max<int64_t>(counter_base + counter_bytes, kAlign);
   if (arena != nullptr) cudaFree(arena);
   arena = nullptr;
   OTTR_CUDA_RETURN_IF_ERROR(cudaMalloc(&arena, arena_bytes));
   // Poison the arena so a kernel that reads what nobody wrote shows up as NaN.
   OTTR_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(arena, 0xff, arena_bytes, stream.get()));
+  if (counter_bytes > 0) {
+    char* next = static_cast<char*>(arena) + counter_base;
+    OTTR_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(next, 0, counter_bytes, stream.get()));
+    for (NodeLaunch& l : launches) {
+      if (l.op.counter_bytes <= 0) continue;
+      l.counters = next;
+      next += (l.op.counter_bytes + 15) / 16 * 16;
+    }
+  }
   ptr.clear();
   for (const auto& [v, index] : plan.buffer_of) ptr[v] = static_cast<char*>(arena) + plan.buffers[index].offset;
   auto pointer = [&](const ir::Value* v) -> void* {
@@ -615,7 +630,7 @@ absl::Status CudaExecutor::Impl::Enqueue() {
     if (l.skip) continue;
     cudaStream_t st = l.stream == 0 ? stream.get() : side_streams[l.stream - 1].get();
     for (int w : l.waits) OTTR_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(st, launch_events[w].get(), 0));
-    LaunchArgs args{l.inputs, l.outputs, l.workspace, st};
+    LaunchArgs args{l.inputs, l.outputs, l.workspace, st, l.counters};
     const std::string label = absl::StrCat(l.node->op_type(), " ", l.node->origin());
     nvtxRangePushA(label.c_str());
     absl::Status s = l.op.launch(args);
@@ -910,7 +925,7 @@ absl::StatusOr<std::vector<std::pair<const ir::Node*, double>>> CudaExecutor::Ti
   Event ea(a), eb(b);
   for (const NodeLaunch& l : m.launches) {
     if (l.skip) continue;
-    LaunchArgs args{l.inputs, l.outputs, l.workspace, m.stream.get()};
+    LaunchArgs args{l.inputs, l.outputs, l.workspace, m.stream.get(), l.counters};
     for (int i = 0; i < 3; ++i) OTTR_RETURN_IF_ERROR(l.op.launch(args));
     OTTR_CUDA_RETURN_IF_ERROR(cudaEventRecord(a, m.stream.get()));
     for (int i = 0; i < repeats; ++i) OTTR_RETURN_IF_ERROR(l.op.launch(args));

@@ -20,12 +20,14 @@ namespace ottr::cuda {
 class CudaLibraries;
 
 // What a launch gets: device pointers of the node's inputs and outputs (null for an omitted
-// input or an output nobody reads), its workspace and the stream.
+// input or an output nobody reads), its workspace, the stream and its counters
+// (CompiledOp::counter_bytes; null when it asked for none).
 struct LaunchArgs {
   const std::vector<void*>& inputs;
   const std::vector<void*>& outputs;
   void* workspace;
   cudaStream_t stream;
+  void* counters = nullptr;
 };
 
 using LaunchFn = std::function<absl::Status(const LaunchArgs&)>;
@@ -33,6 +35,11 @@ using LaunchFn = std::function<absl::Status(const LaunchArgs&)>;
 struct CompiledOp {
   LaunchFn launch;
   int64_t workspace_bytes = 0;
+  // Bytes of counters the launch keeps for itself: zero before its first launch, owned by this
+  // launch alone (never reused for other data), and left zero again by every launch. A kernel uses
+  // them to let the last of its blocks finish what needs all the others (a sum of partials) in the
+  // same launch, where it would otherwise take a second kernel.
+  int64_t counter_bytes = 0;
   // (output, input) pairs the op produces as a view: the output holds exactly the input's bytes
   // (Reshape, Flatten, Identity...). When the executor places them in one buffer the launch is
   // skipped; otherwise `launch` copies.

@@ -202,11 +202,12 @@ absl::StatusOr<CompiledOp> CompileFusedGemm(OpCompileContext& ctx) {
   const bool aux_out = ir::EpilogueWritesAux(*fe) && out1;
   CompiledOp op;
   op.workspace_bytes = gemm->workspace_bytes();
+  op.counter_bytes = gemm->counter_bytes();
   op.launch = [gemm, bias_in, bias_out, aux_in, aux_out](const LaunchArgs& a) -> absl::Status {
     nvtxRangePushA("FusedGemm");
     const void* bias = bias_in ? a.inputs[2] : bias_out ? a.outputs[1] : nullptr;
     void* aux = aux_in ? a.inputs[3] : aux_out ? a.outputs[1] : nullptr;
-    absl::Status s = gemm->Run(a.inputs[0], a.inputs[1], a.outputs[0], bias, aux, a.workspace, a.stream);
+    absl::Status s = gemm->Run(a.inputs[0], a.inputs[1], a.outputs[0], bias, aux, a.workspace, a.stream, a.counters);
     nvtxRangePop();
     return s;
   };

@@ -198,24 +198,29 @@ absl::StatusOr<CompiledOp> CompileSceWithGrad(OpCompileContext& ctx) {
   }
   const int dtype = Code(lt), grad_dtype = Code(gt), dloss_dtype = Code(ctx.input_type(2).dtype);
   const bool labels64 = ctx.input_type(1).dtype == DType::kInt64;
-  const int64_t n = dims[0], c = dims[1];
+  // `classes`: the loss is over the first `classes` columns of wider rows (the padding of the GEMM
+  // before, fuse-sce-grad); dlogits is as wide, zero past them.
+  const int64_t n = dims[0], ld = dims[1];
+  const int64_t c = ctx.node().GetInt("classes", 0) > 0 ? ctx.node().GetInt("classes", 0) : ld;
+  if (c > ld) return ctx.Error(absl::StrCat("classes ", c, " exceeds the logits' ", ld, " columns"));
   const int64_t ignore = ctx.node().GetInt("ignore_index", -100);
   const float eps = ctx.node().GetFloat("label_smoothing", 0.0f);
   const int64_t kernel_ws = Align256(kernels::SceWithGradWorkspaceBytes(n, c));
   CompiledOp op;
   // A scalar slot after the kernel's workspace receives the loss when nobody reads it.
   op.workspace_bytes = kernel_ws + 256;
+  op.counter_bytes = kernels::SceWithGradCounterBytes(n, ld);
   op.launch = [=](const LaunchArgs& a) -> absl::Status {
     void* loss = a.outputs[0] != nullptr ? a.outputs[0] : static_cast<char*>(a.workspace) + kernel_ws;
     NvtxRange range("SoftmaxCrossEntropyWithGrad");
     if (a.outputs[1] == nullptr) {  // nobody reads dlogits: the loss alone
       OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchSceForward(dtype, a.inputs[0], a.inputs[1], labels64, loss, nullptr, n,
-                                                          c, ignore, eps, a.workspace, a.stream));
+                                                          c, ignore, eps, a.workspace, a.stream, ld));
       return absl::OkStatus();
     }
     OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchSceWithGrad(dtype, grad_dtype, dloss_dtype, a.inputs[0], a.inputs[1],
                                                          labels64, a.inputs[2], loss, a.outputs[1], n, c, ignore,
-                                                         eps, a.workspace, a.stream));
+                                                         eps, a.workspace, a.stream, a.counters, ld));
     return absl::OkStatus();
   };
   return op;

@@ -70,7 +70,7 @@ std::optional<kernels::SmallGemmEpilogue> OttrEpilogue(GemmEpilogue e) {
 
 // ottr's kernel's arguments for `c` (pointers as LtGemm::Run takes them).
 kernels::SmallGemmArgs OttrArgs(const GemmConfig& c, const void* a, const void* b, void* d, const void* bias,
-                                void* aux, void* workspace) {
+                                void* aux, void* workspace, void* counters = nullptr) {
   kernels::SmallGemmArgs p;
   p.trans_a = c.trans_a;
   p.trans_b = c.trans_b;
@@ -99,6 +99,7 @@ kernels::SmallGemmArgs OttrArgs(const GemmConfig& c, const void* a, const void* 
       p.mask_in = static_cast<const uint8_t*>(aux);
       p.bias_grad = static_cast<float*>(const_cast<void*>(bias));  // the bias gradient is an output
       p.bias_grad_partial = static_cast<float*>(workspace);
+      p.tile_counters = static_cast<unsigned*>(counters);
       break;
     case K::kNone: break;
   }
@@ -204,13 +205,14 @@ absl::StatusOr<std::unique_ptr<LtGemm>> LtGemm::Create(CudaLibraries& libs, cons
   if (c.kernel == Kernel::kOttr && !ottr) {
     return absl::UnimplementedError("ottr's small TF32 GEMM cannot run this GEMM (OttrGemmEligible)");
   }
-  // "ottr1": the version of ottr's kernel set, so a cache from before it re-times these shapes.
+  // "ottr2": the version of ottr's kernel set, so a cache from before it re-times these shapes
+  // (2: DRELU_BGRAD adds its partial bias gradients in the same launch).
   const std::string key = absl::StrCat(
       "gemm ", ir::DTypeName(c.dtype), c.OutType() != c.dtype ? absl::StrCat("->", ir::DTypeName(c.OutType())) : "",
       " ", static_cast<int>(compute), " t", c.trans_a, c.trans_b,
       " m", c.m, " n", c.n, " k", c.k, " ld", c.lda, ",", c.ldb, ",", c.ldc, " b", c.batch, " s",
       c.stride_a, ",", c.stride_b, ",", c.stride_c, " e", static_cast<int>(epi), " beta", c.beta != 0.0f,
-      " aux", c.aux_ld, ottr ? " ottr1" : "");
+      " aux", c.aux_ld, ottr ? " ottr2" : "");
   const bool cached_choice = c.kernel == Kernel::kAuto;  // forced kernels neither read nor write the cache
   std::string cached;
   constexpr char kOttrValue[] = "ottr-config ";
@@ -220,6 +222,7 @@ absl::StatusOr<std::unique_ptr<LtGemm>> LtGemm::Create(CudaLibraries& libs, cons
       if (g->ottr_config_ >= 0 && g->ottr_config_ < kernels::SmallGemmConfigCount()) {
         OTTR_CUDA_RETURN_IF_ERROR(kernels::PrepareSmallGemm(g->ottr_config_, c.trans_a, c.trans_b));
         g->workspace_bytes_ = kernels::SmallGemmWorkspaceBytes(g->ottr_config_, OttrArgs(c, {}, {}, {}, {}, {}, {}));
+        g->counter_bytes_ = kernels::SmallGemmCounterBytes(g->ottr_config_, OttrArgs(c, {}, {}, {}, {}, {}, {}));
         return g;
       }
       g->ottr_config_ = -1;
@@ -266,6 +269,7 @@ absl::StatusOr<std::unique_ptr<LtGemm>> LtGemm::Create(CudaLibraries& libs, cons
   }
   if (g->ottr_config_ >= 0) {
     g->workspace_bytes_ = kernels::SmallGemmWorkspaceBytes(g->ottr_config_, OttrArgs(c, {}, {}, {}, {}, {}, {}));
+    g->counter_bytes_ = kernels::SmallGemmCounterBytes(g->ottr_config_, OttrArgs(c, {}, {}, {}, {}, {}, {}));
     if (cached_choice) libs.StoreAlgo(key, absl::StrCat(kOttrValue, g->ottr_config_));
     return g;
   }
@@ -313,9 +317,16 @@ absl::Status LtGemm::Autotune(const cublasLtMatmulHeuristicResult_t* results, in
   void* bias = alloc(bias_bytes);
   void* aux = alloc(aux_bytes);
   void* workspace = alloc(ws);
+  // ottr's kernel's counters, zero as the executor gives them (each launch leaves them zero).
+  int64_t counter_bytes = 0;
+  for (int t = 0; ottr && t < kernels::SmallGemmConfigCount(); ++t) {
+    counter_bytes = std::max(counter_bytes, kernels::SmallGemmCounterBytes(t, OttrArgs(c, {}, {}, {}, {}, {}, {})));
+  }
+  void* counters = alloc(counter_bytes);
+  if (counters != nullptr) cudaMemset(counters, 0, std::max<int64_t>(counter_bytes, 256));
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
-  const bool ok = a && b && d && bias && aux && workspace && cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess &&
+  const bool ok = a && b && d && bias && aux && workspace && counters && cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess &&
                   cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess;
   // Milliseconds of kRuns launches captured into a CUDA graph, as the executor replays the step: a
   // small GEMM's host-side cost (descriptor updates, the launch) would otherwise dominate what is
@@ -370,7 +381,7 @@ absl::Status LtGemm::Autotune(const cublasLtMatmulHeuristicResult_t* results, in
       algo_ = first;
       workspace_bytes_ = first_ws;
     }
-    kernels::SmallGemmArgs args = OttrArgs(c, a, b, d, bias, aux, workspace);
+    kernels::SmallGemmArgs args = OttrArgs(c, a, b, d, bias, aux, workspace, counters);
     for (int t = 0; ottr && t < kernels::SmallGemmConfigCount(); ++t) {
       if ((c.ottr_config >= 0 && t != c.ottr_config) || !kernels::SmallGemmConfigFits(t, args)) continue;
       if (kernels::PrepareSmallGemm(t, c.trans_a, c.trans_b) != cudaSuccess) {
@@ -398,10 +409,11 @@ absl::Status LtGemm::Autotune(const cublasLtMatmulHeuristicResult_t* results, in
 }
 
 absl::Status LtGemm::Run(const void* a, const void* b, void* d, const void* bias, void* aux,
-                         void* workspace, cudaStream_t stream) const {
+                         void* workspace, cudaStream_t stream, void* counters) const {
   const GemmConfig& c = config_;
   if (ottr_config_ >= 0) {
-    OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchSmallGemm(ottr_config_, OttrArgs(c, a, b, d, bias, aux, workspace), stream));
+    OTTR_CUDA_RETURN_IF_ERROR(
+        kernels::LaunchSmallGemm(ottr_config_, OttrArgs(c, a, b, d, bias, aux, workspace, counters), stream));
     return absl::OkStatus();
   }
   cublasLtMatmulDesc_t desc = desc_.get();

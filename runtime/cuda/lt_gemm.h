@@ -76,9 +76,14 @@ class LtGemm {
   static absl::StatusOr<std::unique_ptr<LtGemm>> Create(CudaLibraries& libs, const GemmConfig& c);
   // Workspace the chosen algorithm needs (bytes).
   int64_t workspace_bytes() const { return workspace_bytes_; }
+  // Counters the chosen kernel uses when Run gets them (CompiledOp::counter_bytes: zero before the
+  // first run, left zero by every run), bytes; 0 for cuBLASLt.
+  int64_t counter_bytes() const { return counter_bytes_; }
   // Enqueues the product. `d` is also C when beta != 0. `bias` / `aux` as the epilogue needs.
+  // `counters`: counter_bytes() of them, or null (ottr's DRELU_BGRAD then adds its partial bias
+  // gradients in a second kernel).
   absl::Status Run(const void* a, const void* b, void* d, const void* bias, void* aux,
-                   void* workspace, cudaStream_t stream) const;
+                   void* workspace, cudaStream_t stream, void* counters = nullptr) const;
   const GemmConfig& config() const { return config_; }
   // The configuration of ottr's small TF32 kernel when it runs this GEMM, else -1 (cuBLASLt).
   int ottr_config() const { return ottr_config_; }
@@ -99,6 +104,7 @@ class LtGemm {
   LtLayout a_layout_, b_layout_, d_layout_;
   cublasLtMatmulAlgo_t algo_{};
   int64_t workspace_bytes_ = 0;
+  int64_t counter_bytes_ = 0;
   CudaLibraries* libs_ = nullptr;
 };
 

@@ -134,6 +134,131 @@ TEST(FuseSceGradTest, DeclinesWhereTheLogProbOrTheSeedForbidIt) {
   }
 }
 
+// The loss of a padded classifier GEMM (pad-gemm-dims: 10 classes in 12 columns) and the Slice's
+// gradient, as autodiff writes them: the fused node reads the padded rows and writes padded
+// dlogits; the Slice and SliceGrad go.
+constexpr char kPadded[] = R"(graph "g" {
+  opset ai.onnx 17
+  input %logits.pad : f32[7,12]
+  input %labels : i64[7]
+  %starts : i64[1] = Constant() {value = tensor<i64[1] [0]>} origin "fc"
+  %ends : i64[1] = Constant() {value = tensor<i64[1] [10]>} origin "fc"
+  %axes : i64[1] = Constant() {value = tensor<i64[1] [1]>} origin "fc"
+  %logits : f32[7,10] = Slice(%logits.pad, %starts, %ends, %axes) origin "fc"
+  %seed : f32[] = Constant() {value = tensor<f32[] [1.0]>} origin "autodiff/seed"
+  %loss : f32[], %lp : f32[7,10] = ottr::SoftmaxCrossEntropy(%logits, %labels) {ignore_index = -1, label_smoothing = 0.1} origin "loss"
+  %d : f32[7,10] = ottr::SoftmaxCrossEntropyGrad(%seed, %lp, %labels) {ignore_index = -1, label_smoothing = 0.1} origin "loss/grad"
+  %d.pad : f32[7,12] = ottr::SliceGrad(%d, %starts, %ends, %axes) {shape = ints[7, 12]} origin "fc/grad"
+  output %loss
+  output %d.pad
+})";
+
+runtime::TensorMap PaddedFeeds() {
+  runtime::TensorMap feeds;
+  feeds["logits.pad"] = testing::RandomFloat({7, 12}, 5, -4.0f, 4.0f);
+  feeds["labels"] = testing::RandomInt64({7}, 6, 0, 9);
+  feeds["labels"].data<int64_t>()[3] = -1;
+  return feeds;
+}
+
+TEST(FuseSceGradTest, FoldsThePaddedGemmsSliceAndItsGradient) {
+  PassRun r = RunPass(kPadded);
+  ASSERT_TRUE(r.after);
+  EXPECT_TRUE(r.changed);
+  EXPECT_EQ(IrBody(*r.after),
+            "  %seed : f32[] = Constant() {value = tensor<f32[] [1.0]>} origin \"autodiff/seed\"\n"
+            "  %loss : f32[], %d.pad : f32[7,12] = ottr::SoftmaxCrossEntropyWithGrad(%logits.pad, %labels, %seed) "
+            "{classes = 10, ignore_index = -1, label_smoothing = 0.100000001} origin \"loss\"\n"
+            "  output %loss, %d.pad\n");
+  EXPECT_TRUE(absl::StrContains(r.remarks, "+ node 'fc' (Slice) + node 'fc/grad' (ottr.SliceGrad) -> "
+                                           "ottr::SoftmaxCrossEntropyWithGrad (dlogits in f32, no log_prob, the "
+                                           "first 10 of 12 columns)"))
+      << r.remarks;
+  const runtime::TensorMap feeds = PaddedFeeds();
+  const std::vector<ir::Tensor> before = RunOnCpu(*r.before, feeds);
+  const std::vector<ir::Tensor> after = RunOnCpu(*r.after, feeds);
+  ASSERT_EQ(before.size(), 2u);
+  ASSERT_EQ(after.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_TRUE(after[i].BitwiseEquals(before[i])) << i << "\n after  " << after[i].DebugString(24) << "\n before "
+                                                   << before[i].DebugString(24);
+  }
+  // The padding columns get zero gradients, the classes of kept rows do not.
+  for (int64_t i = 0; i < 7; ++i) {
+    EXPECT_EQ(after[1].GetAsDouble(i * 12 + 10), 0.0);
+    EXPECT_EQ(after[1].GetAsDouble(i * 12 + 11), 0.0);
+    if (i != 3) {
+      EXPECT_NE(after[1].GetAsDouble(i * 12), 0.0);
+    }
+  }
+}
+
+// The Slice stays (the loss and its gradient still fuse) where its output has another reader or
+// the gradient is not its SliceGrad.
+TEST(FuseSceGradTest, KeepsASliceThatIsNotOnlyThePadding) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"  output %loss\n", "  output %loss\n  output %logits\n"},
+      {"%d.pad : f32[7,12] = ottr::SliceGrad(%d, %starts, %ends, %axes)",
+       "%d.pad : f32[7,12] = ottr::SliceGrad(%d, %starts, %ends, %axes2)"},
+      {"%ends : i64[1] = Constant() {value = tensor<i64[1] [10]>}", "%ends : i64[1] = Constant() {value = tensor<i64[1] [12]>}"},
+  };
+  for (const auto& [from, to] : cases) {
+    SCOPED_TRACE(to);
+    std::string text = kPadded;
+    ASSERT_NE(text.find(from), std::string::npos) << from;
+    text.replace(text.find(from), from.size(), to);
+    if (absl::StrContains(to, "axes2")) {
+      text.insert(text.find("  %logits : f32"), "  %axes2 : i64[1] = Constant() {value = tensor<i64[1] [-1]>} origin \"fc\"\n");
+    }
+    if (absl::StrContains(to, "[12]")) {  // a Slice of every column: [7,12] logits
+      for (const char* t : {"%logits : f32[7,10]", "%lp : f32[7,10]", "%d : f32[7,10]"}) {
+        std::string w = t;
+        text.replace(text.find(w), w.size(), w.substr(0, w.size() - 3) + "12]");
+      }
+    }
+    PassRun r = RunPass(text);
+    ASSERT_TRUE(r.after) << text;
+    EXPECT_TRUE(r.changed);
+    EXPECT_EQ(CountOps(*r.after, "SoftmaxCrossEntropyWithGrad"), 1);
+    EXPECT_EQ(CountOps(*r.after, "Slice"), 1) << IrBody(*r.after);
+    EXPECT_EQ(CountOps(*r.after, "SliceGrad"), 1) << IrBody(*r.after);
+    EXPECT_FALSE(absl::StrContains(IrBody(*r.after), "classes")) << IrBody(*r.after);
+  }
+}
+
+// The models/mlp step with its 10-class GEMM padded to 12 (pad-gemm-dims for TF32, every size):
+// the loss node reads the padded logits, and the step computes the same bits as without the pass.
+TEST(FuseSceGradTrainingTest, PaddedMlpStepFoldsTheSlices) {
+  auto forward = importer::ImportModelFile(testing::SourcePath("models/mlp/model.onnx"));
+  ASSERT_TRUE(forward.ok()) << forward.status();
+  passes::TrainingSpec spec;
+  spec.batch = 16;
+  spec.precision = passes::Precision::kTf32;
+  spec.pad_tf32_gemms = true;
+  spec.pad_gemm_min_macs = 0;
+  spec.pad_gemm_min_rows = 0;
+  spec.fuse_epilogues = true;
+  spec.multi_tensor_updates = true;
+  spec.expose_gradients = true;
+  auto step = passes::BuildTrainingGraph(**forward, spec);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(CountOps(**step, "SoftmaxCrossEntropyWithGrad"), 1);
+  EXPECT_EQ(CountOps(**step, "Slice"), 0);
+  EXPECT_EQ(CountOps(**step, "SliceGrad"), 0);
+  for (const ir::Node* n : (*step)->nodes()) {
+    if (n->op_type() == "SoftmaxCrossEntropyWithGrad") {
+      EXPECT_EQ(n->GetInt("classes", 0), 10);
+    }
+  }
+  passes::TrainingSpec without = spec;
+  without.disabled_passes = {"fuse-sce-grad"};
+  testing::ModelStep a = testing::RunStepOnCpu(**forward, {16, 784}, spec, 1e-3f);
+  testing::ModelStep b = testing::RunStepOnCpu(**forward, {16, 784}, without, 1e-3f);
+  ASSERT_TRUE(a.step && b.step);
+  EXPECT_EQ(CountOps(*b.step, "SliceGrad"), 1);
+  testing::ExpectSameStepOutputs(a, b);
+}
+
 // The models/mlp step with the fusion passes, float32 and bf16: one fused loss node (in bf16
 // with dlogits in bf16), a verified memory plan, and the same bits as without the pass.
 TEST(FuseSceGradTrainingTest, MlpStepFusesTheLossAndComputesTheSameBits) {

@@ -3,8 +3,12 @@
 // Every scalar loss is a deterministic reduction: a block adds its rows in a fixed order
 // (each warp its rows in sequence, then the warps in order); with one block the same kernel
 // writes the loss, otherwise the blocks' partial sums go to the workspace and a one-block
-// kernel adds them in block order. No floating-point atomics.
+// kernel adds them in block order (the fused loss and gradient, given counters: the last block
+// to finish adds them, in the same launch). No floating-point atomics.
 #include "runtime/cuda/kernels/loss_kernels.h"
+
+#include <cstdlib>
+#include <utility>
 
 #include "runtime/cuda/kernels/norm_common.cuh"
 
@@ -116,18 +120,49 @@ __global__ void SceScaleKernel(const void* labels, bool l64, int64_t n, int64_t 
   if (threadIdx.x == 0) *scale_out = scale;
 }
 
-// Where the gradient takes dloss / count from: the device scalar SceScaleKernel wrote, or, in a
-// one-block grid, the block's own count of the labels before its rows (one launch less).
+// The counters of a one-launch grid (SceWithGradCounterBytes; zero between launches).
+struct SceSync {
+  unsigned arrive;           // blocks that have added their labels to `count`
+  unsigned done;             // blocks that have written their partial loss
+  unsigned long long count;  // labels that are not ignore_index
+};
+
+// Where the gradient takes dloss / count from: the device scalar SceScaleKernel wrote; in a
+// one-block grid, the block's own count of the labels before its rows (one launch less); or, in
+// a co-resident grid with `sync`, the labels counted by all blocks together (each its share) and
+// shared through sync->count once every block has arrived (one launch for the whole loss).
 struct SceScaleSource {
   const double* scale = nullptr;  // SceScaleKernel's result
-  const void* dloss = nullptr;    // set instead: the block counts the labels itself
+  const void* dloss = nullptr;    // set instead: the block(s) count the labels
   int dloss_dtype = 0;
+  SceSync* sync = nullptr;        // with dloss: the grid's counters
 };
 
 // The scale for every thread of the block (0 without a gradient); a block-wide call.
 __device__ __forceinline__ double ReadSceScale(const SceScaleSource& src, bool has_dx, const void* labels, bool l64,
                                                int64_t n, int64_t ignore, double* sm) {
   if (!has_dx) return 0.0;
+  if (src.dloss != nullptr && src.sync != nullptr) {
+    unsigned long long mine = 0;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+      mine += LoadLabel(labels, l64, i) != ignore ? 1 : 0;
+    }
+    const double block = nl::BlockSum(static_cast<double>(mine), sm);  // exact: counts below 2^53
+    __shared__ double s_scale;
+    if (threadIdx.x == 0) {
+      atomicAdd(&src.sync->count, static_cast<unsigned long long>(block));
+      __threadfence();
+      atomicAdd(&src.sync->arrive, 1u);
+      // Every block is resident (a cooperative launch), so waiting for the others ends.
+      while (atomicAdd(&src.sync->arrive, 0u) < gridDim.x) __nanosleep(64);
+      __threadfence();
+      const unsigned long long count = atomicAdd(&src.sync->count, 0ull);
+      s_scale = LoadAny(src.dloss, src.dloss_dtype, 0) / static_cast<double>(count);
+    }
+    __syncthreads();
+    return s_scale;
+  }
   if (src.dloss != nullptr) {
     const double scale = SceScale(labels, l64, n, ignore, src.dloss, src.dloss_dtype, sm);
     __syncthreads();  // every warp has read `sm` before the caller reuses it
@@ -136,36 +171,85 @@ __device__ __forceinline__ double ReadSceScale(const SceScaleSource& src, bool h
   return *src.scale;
 }
 
+// After thread 0 has written the block's partial (WriteBlockResult): with `sync`, the last block
+// to get here adds the partials in a fixed order (as FinalizeKernel does, deterministic) and
+// clears the counters for the next launch. A block-wide call.
+template <typename T>
+__device__ __forceinline__ void FinishGrid(SceSync* sync, const double* partial, T* out) {
+  if (sync == nullptr || gridDim.x == 1) return;
+  __shared__ bool last;
+  __shared__ double sm[64];
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(&sync->done, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  double a = 0, b = 0;
+  for (int i = threadIdx.x; i < static_cast<int>(gridDim.x); i += blockDim.x) {
+    a += __ldcg(&partial[2 * i]);
+    b += __ldcg(&partial[2 * i + 1]);
+  }
+  nl::BlockSum2(a, b, sm);
+  if (threadIdx.x == 0) {
+    *out = FromC<T>(a / b);
+    // Every other block has passed its wait on `arrive` before it counted itself done.
+    sync->arrive = 0;
+    sync->done = 0;
+    sync->count = 0;
+  }
+}
+
 // Rows of C <= 1024 in the registers of kWidth lanes (as SoftmaxWarpKernel). The row's
 // log-sum-exp and the loss terms are computed in double, as the CPU reference does.
 template <typename T, typename G, int kWidth, int kPerLane>
 __global__ void __launch_bounds__(kSceBlock)
     SceForwardWarpKernel(const T* __restrict__ logits, const void* __restrict__ labels,
                          bool labels64, T* __restrict__ log_prob, T* __restrict__ loss,
-                         double* __restrict__ partial, int64_t rows, int c, int64_t ignore,
+                         double* __restrict__ partial, int64_t rows, int c, int64_t ld, int64_t ignore,
                          double eps, G* __restrict__ dx, SceScaleSource scale_src) {
   using C = ComputeT<T>;
   __shared__ double s_loss[32];
   __shared__ double s_cnt[32];
-  const double scale = ReadSceScale(scale_src, dx != nullptr, labels, labels64, rows, ignore, s_loss);
   constexpr int kRowsPerWarp = 32 / kWidth;
   const int lane = threadIdx.x & (kWidth - 1);
   const int sub = (threadIdx.x & 31) / kWidth;
   const int warp_in_block = threadIdx.x >> 5;
   const int64_t warp = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + warp_in_block;
   const int64_t num_warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
-  double acc = 0, cnt = 0;  // non-zero only in the first lane of each row group
-  for (int64_t first = warp * kRowsPerWarp; first < rows; first += num_warps * kRowsPerWarp) {
+  const int64_t stride = num_warps * kRowsPerWarp;
+  // The row group's logits, loaded one pass ahead where they fit in registers (kPerLane <= 8): the
+  // loads of a grid that loops over its rows (one block at batch 128: 4 passes) then overlap the
+  // previous pass's math, and the first ones the labels' count.
+  constexpr bool kAhead = kPerLane <= 8;
+  auto load = [&](int64_t first, C (&v)[kPerLane]) {
     const int64_t row = first + sub;
     const bool valid = row < rows;
-    const int64_t off = (valid ? row : 0) * static_cast<int64_t>(c);
-    C va[kPerLane];
-    C m = -std::numeric_limits<C>::infinity();
+    const int64_t off = (valid ? row : 0) * ld;
 #pragma unroll
     for (int k = 0; k < kPerLane; ++k) {
       const int idx = k * kWidth + lane;
-      va[k] = valid && idx < c ? ToC(logits[off + idx]) : C(0);
-      if (idx < c) m = max(m, va[k]);
+      v[k] = valid && idx < c ? ToC(logits[off + idx]) : C(0);
+    }
+  };
+  C va[kPerLane];
+  if constexpr (kAhead) load(warp * kRowsPerWarp, va);
+  const double scale = ReadSceScale(scale_src, dx != nullptr, labels, labels64, rows, ignore, s_loss);
+  double acc = 0, cnt = 0;  // non-zero only in the first lane of each row group
+  for (int64_t first = warp * kRowsPerWarp; first < rows; first += stride) {
+    const int64_t row = first + sub;
+    const bool valid = row < rows;
+    const int64_t off = (valid ? row : 0) * ld;
+    C next[kAhead ? kPerLane : 1];
+    if constexpr (kAhead) {
+      load(first + stride, next);
+    } else {
+      load(first, va);
+    }
+    C m = -std::numeric_limits<C>::infinity();
+#pragma unroll
+    for (int k = 0; k < kPerLane; ++k) {
+      if (k * kWidth + lane < c) m = max(m, va[k]);
     }
     m = nl::WarpMax<kWidth>(m);
     double s = 0;
@@ -187,6 +271,8 @@ __global__ void __launch_bounds__(kSceBlock)
         if (valid && dx != nullptr) dx[off + idx] = SceGradAt<T, G>(l, idx, y, c, ignore, eps, scale);
         all += l;
         if (idx == y) lpy = l;
+      } else if (idx < ld && valid && dx != nullptr) {
+        dx[off + idx] = FromC<G>(0.0);  // the padding columns of a wider row
       }
     }
     all = nl::WarpSum<kWidth>(all);
@@ -194,6 +280,10 @@ __global__ void __launch_bounds__(kSceBlock)
     if (valid && lane == 0 && y != ignore) {
       acc += (y < 0 || y >= c) ? NaN() : (1.0 - eps) * -lpy + eps / c * -all;
       cnt += 1.0;
+    }
+    if constexpr (kAhead) {
+#pragma unroll
+      for (int k = 0; k < kPerLane; ++k) va[k] = next[k];
     }
   }
   acc = nl::WarpSum(acc);
@@ -211,6 +301,7 @@ __global__ void __launch_bounds__(kSceBlock)
     }
     WriteBlockResult<T>(total, count, true, loss, nullptr, partial);
   }
+  FinishGrid<T>(scale_src.sync, partial, loss);
 }
 
 // Rows of C > 1024: one block per row.
@@ -218,7 +309,7 @@ template <typename T, typename G>
 __global__ void __launch_bounds__(kSceBlock)
     SceForwardBlockKernel(const T* __restrict__ logits, const void* __restrict__ labels,
                           bool labels64, T* __restrict__ log_prob, T* __restrict__ loss,
-                          double* __restrict__ partial, int64_t rows, int64_t c, int64_t ignore,
+                          double* __restrict__ partial, int64_t rows, int64_t c, int64_t ld, int64_t ignore,
                           double eps, G* __restrict__ dx, SceScaleSource scale_src) {
   using C = ComputeT<T>;
   __shared__ C smc[32];
@@ -226,7 +317,7 @@ __global__ void __launch_bounds__(kSceBlock)
   double acc = 0, cnt = 0;
   const double scale = ReadSceScale(scale_src, dx != nullptr, labels, labels64, rows, ignore, smd);
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const T* x = logits + row * c;
+    const T* x = logits + row * ld;
     C m = -std::numeric_limits<C>::infinity();
     for (int64_t k = threadIdx.x; k < c; k += blockDim.x) m = max(m, ToC(x[k]));
     m = nl::BlockMax(m, smc);
@@ -240,11 +331,14 @@ __global__ void __launch_bounds__(kSceBlock)
     double all = 0, lpy = 0;
     for (int64_t k = threadIdx.x; k < c; k += blockDim.x) {
       const T lt = FromC<T>(static_cast<double>(ToC(x[k])) - lse);
-      if (log_prob != nullptr) log_prob[row * c + k] = lt;
+      if (log_prob != nullptr) log_prob[row * ld + k] = lt;
       const double l = static_cast<double>(ToC(lt));
-      if (dx != nullptr) dx[row * c + k] = SceGradAt<T, G>(l, k, y, c, ignore, eps, scale);
+      if (dx != nullptr) dx[row * ld + k] = SceGradAt<T, G>(l, k, y, c, ignore, eps, scale);
       all += l;
       if (k == y) lpy = l;
+    }
+    if (dx != nullptr) {  // the padding columns of a wider row
+      for (int64_t k = c + threadIdx.x; k < ld; k += blockDim.x) dx[row * ld + k] = FromC<G>(0.0);
     }
     nl::BlockSum2(all, lpy, smd);
     if (threadIdx.x == 0 && y != ignore) {
@@ -253,6 +347,7 @@ __global__ void __launch_bounds__(kSceBlock)
     }
   }
   if (threadIdx.x == 0) WriteBlockResult<T>(acc, cnt, true, loss, nullptr, partial);
+  FinishGrid<T>(scale_src.sync, partial, loss);
 }
 
 struct SceForwardPlan {
@@ -276,7 +371,12 @@ SceForwardPlan PlanSceForward(int64_t n, int64_t c) {
   p.per_lane = std::max(1, pow2 / 32);
   const int64_t rows_per_warp = 32 / p.width;
   // One block of kSceBlock threads when it needs at most 4 passes over the rows: one launch.
-  const int64_t single_rows = 4 * (kSceBlock / 32) * rows_per_warp;
+  // OTTR_SCE_SINGLE_PASSES=P sets that number of passes (experiments).
+  static const int64_t passes = [] {
+    const char* env = std::getenv("OTTR_SCE_SINGLE_PASSES");
+    return env != nullptr ? std::max<int64_t>(0, std::atoll(env)) : int64_t{4};
+  }();
+  const int64_t single_rows = passes * (kSceBlock / 32) * rows_per_warp;
   if (n <= single_rows) {
     p.threads = kSceBlock;
     p.grid = 1;
@@ -287,39 +387,70 @@ SceForwardPlan PlanSceForward(int64_t n, int64_t c) {
   return p;
 }
 
+// Launches an SCE forward kernel on p.grid blocks; `cooperative`: every block resident at once
+// (the grid capped at what the device holds; the kernels loop over their rows), as the one-launch
+// loss and gradient wait for all blocks' label counts.
+template <typename... P, typename... A>
+cudaError_t LaunchSce(void (*kernel)(P...), SceForwardPlan p, bool cooperative, cudaStream_t s, A&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr = {};
+  if (cooperative) {
+    int per_sm = 0;
+    const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, p.threads, 0);
+    if (e != cudaSuccess) return e;
+    p.grid = std::max(1, std::min(p.grid, per_sm * nl::SmCount()));
+    attr.id = cudaLaunchAttributeCooperative;
+    attr.val.cooperative = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+  }
+  cfg.gridDim = dim3(static_cast<unsigned>(p.grid));
+  cfg.blockDim = dim3(static_cast<unsigned>(p.threads));
+  cfg.stream = s;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
+}
+
 template <typename T, typename G, int kWidth, int kPerLane>
-void LaunchSceWarp(const SceForwardPlan& p, const T* x, const void* labels, bool l64, T* lp, T* loss,
-                   double* partial, int64_t n, int64_t c, int64_t ignore, double eps, G* dx,
-                   const SceScaleSource& scale, cudaStream_t s) {
-  SceForwardWarpKernel<T, G, kWidth, kPerLane><<<p.grid, p.threads, 0, s>>>(
-      x, labels, l64, lp, loss, partial, n, static_cast<int>(c), ignore, eps, dx, scale);
+cudaError_t LaunchSceWarp(const SceForwardPlan& p, const T* x, const void* labels, bool l64, T* lp, T* loss,
+                          double* partial, int64_t n, int64_t c, int64_t ld, int64_t ignore, double eps, G* dx,
+                          const SceScaleSource& scale, cudaStream_t s) {
+  return LaunchSce(SceForwardWarpKernel<T, G, kWidth, kPerLane>, p, scale.sync != nullptr, s, x, labels, l64, lp,
+                   loss, partial, n, static_cast<int>(c), ld, ignore, eps, dx, scale);
 }
 
 // The forward (dx null) or the forward with the gradient (dx, scaled by dloss / count): a grid of
-// one block counts the labels itself, a larger one runs SceScaleKernel into `scale_slot` first.
-// (Every block of a larger grid counting all labels itself was slower on the H200: 16.3 µs for
-// [8192, 10] with 512 blocks, against 5.3 + 4.3 µs for the two kernels.)
+// one block counts the labels itself; a larger one, given `sync` (zeroed counters), counts them
+// with all its blocks, which wait for each other (a cooperative launch) and the last of which adds
+// the loss partials: one launch; without `sync`, SceScaleKernel writes the scale into
+// `scale_slot` first and FinalizeKernel adds the partials after. (Every block of a larger grid
+// counting all labels itself was slower on the H200: 16.3 µs for [8192, 10] with 512 blocks,
+// against 5.3 + 4.3 µs for the two kernels.)
+// `ld`: the row length of logits and dx (>= c; dx columns c..ld-1 are written as zeros).
 template <typename T, typename G>
-void SceForwardTyped(const void* xv, const void* labels, bool l64, void* lossv, void* lpv, int64_t n,
-                     int64_t c, int64_t ignore, double eps, double* partial, G* dx, const void* dloss,
-                     int dloss_dtype, double* scale_slot, cudaStream_t s) {
+cudaError_t SceForwardTyped(const void* xv, const void* labels, bool l64, void* lossv, void* lpv, int64_t n,
+                            int64_t c, int64_t ignore, double eps, double* partial, G* dx, const void* dloss,
+                            int dloss_dtype, double* scale_slot, cudaStream_t s, SceSync* sync = nullptr,
+                            int64_t ld = 0) {
+  if (ld < c) ld = c;
   const T* x = static_cast<const T*>(xv);
   T* loss = static_cast<T*>(lossv);
   T* lp = static_cast<T*>(lpv);
-  const SceForwardPlan p = PlanSceForward(n, c);
+  const SceForwardPlan p = PlanSceForward(n, ld);
   SceScaleSource scale;
-  if (dx != nullptr && p.grid == 1) {
+  if (dx != nullptr && (p.grid == 1 || sync != nullptr)) {
     scale.dloss = dloss;
     scale.dloss_dtype = dloss_dtype;
+    if (p.grid > 1) scale.sync = sync;
   } else if (dx != nullptr) {
     SceScaleKernel<<<1, 1024, 0, s>>>(labels, l64, n, ignore, dloss, dloss_dtype, scale_slot);
     scale.scale = scale_slot;
   }
+  cudaError_t err = cudaSuccess;
   if (p.block_rows) {
-    SceForwardBlockKernel<T, G><<<p.grid, p.threads, 0, s>>>(x, labels, l64, lp, loss, partial, n, c, ignore, eps, dx,
-                                                             scale);
+    err = LaunchSce(SceForwardBlockKernel<T, G>, p, scale.sync != nullptr, s, x, labels, l64, lp, loss, partial, n, c,
+                    ld, ignore, eps, dx, scale);
   } else {
-#define OTTR_SCE_WARP_(W, P) LaunchSceWarp<T, G, W, P>(p, x, labels, l64, lp, loss, partial, n, c, ignore, eps, dx, scale, s)
+#define OTTR_SCE_WARP_(W, P) err = LaunchSceWarp<T, G, W, P>(p, x, labels, l64, lp, loss, partial, n, c, ld, ignore, eps, dx, scale, s)
     switch (p.width * p.per_lane) {
       case 4: OTTR_SCE_WARP_(4, 1); break;
       case 8: OTTR_SCE_WARP_(8, 1); break;
@@ -333,7 +464,9 @@ void SceForwardTyped(const void* xv, const void* labels, bool l64, void* lossv, 
     }
 #undef OTTR_SCE_WARP_
   }
-  if (p.grid > 1) FinalizeKernel<T><<<1, 256, 0, s>>>(partial, p.grid, true, loss, nullptr);
+  if (err != cudaSuccess) return err;
+  if (p.grid > 1 && scale.sync == nullptr) FinalizeKernel<T><<<1, 256, 0, s>>>(partial, p.grid, true, loss, nullptr);
+  return cudaSuccess;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -587,12 +720,14 @@ int64_t SceForwardWorkspaceBytes(int64_t n, int64_t c) { return 2 * kMaxPartials
 
 cudaError_t LaunchSceForward(int dtype, const void* logits, const void* labels, bool labels64, void* loss,
                              void* log_prob, int64_t n, int64_t c, int64_t ignore_index, float label_smoothing,
-                             void* workspace, cudaStream_t stream) {
+                             void* workspace, cudaStream_t stream, int64_t ld) {
+  cudaError_t err = cudaSuccess;
   const bool ok = nl::DispatchFloat(dtype, [&](auto tag) {
     using T = decltype(tag);
-    SceForwardTyped<T, T>(logits, labels, labels64, loss, log_prob, n, c, ignore_index, label_smoothing,
-                          static_cast<double*>(workspace), nullptr, nullptr, 0, nullptr, stream);
+    err = SceForwardTyped<T, T>(logits, labels, labels64, loss, log_prob, n, c, ignore_index, label_smoothing,
+                                static_cast<double*>(workspace), nullptr, nullptr, 0, nullptr, stream, nullptr, ld);
   });
+  if (err != cudaSuccess) return err;
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }
 
@@ -612,10 +747,14 @@ cudaError_t LaunchSceBackward(int dtype, int dloss_dtype, const void* dloss, con
 
 int64_t SceWithGradWorkspaceBytes(int64_t n, int64_t c) { return 256 + SceForwardWorkspaceBytes(n, c); }
 
+int64_t SceWithGradCounterBytes(int64_t n, int64_t ld) { return PlanSceForward(n, ld).grid > 1 ? sizeof(SceSync) : 0; }
+
 cudaError_t LaunchSceWithGrad(int dtype, int grad_dtype, int dloss_dtype, const void* logits, const void* labels,
                               bool labels64, const void* dloss, void* loss, void* dlogits, int64_t n, int64_t c,
-                              int64_t ignore_index, float label_smoothing, void* workspace, cudaStream_t stream) {
+                              int64_t ignore_index, float label_smoothing, void* workspace, cudaStream_t stream,
+                              void* counters, int64_t ld) {
   if (n * c == 0) return cudaSuccess;
+  cudaError_t err = cudaSuccess;
   // workspace: the scale (256 bytes), then the forward's partials.
   double* scale = static_cast<double*>(workspace);
   double* partial = reinterpret_cast<double*>(static_cast<char*>(workspace) + 256);
@@ -624,8 +763,9 @@ cudaError_t LaunchSceWithGrad(int dtype, int grad_dtype, int dloss_dtype, const 
     using T = decltype(tag);
     auto run = [&](auto gtag) {
       using G = decltype(gtag);
-      SceForwardTyped<T, G>(logits, labels, labels64, loss, nullptr, n, c, ignore_index, label_smoothing, partial,
-                            static_cast<G*>(dlogits), dloss, dloss_dtype, scale, stream);
+      err = SceForwardTyped<T, G>(logits, labels, labels64, loss, nullptr, n, c, ignore_index, label_smoothing,
+                                  partial, static_cast<G*>(dlogits), dloss, dloss_dtype, scale, stream,
+                                  static_cast<SceSync*>(counters), ld);
       ok = true;
     };
     if (grad_dtype == dtype) {
@@ -635,6 +775,7 @@ cudaError_t LaunchSceWithGrad(int dtype, int grad_dtype, int dloss_dtype, const 
       if (grad_dtype == nl::kF16) run(__half{});
     }
   });
+  if (err != cudaSuccess) return err;
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }
 

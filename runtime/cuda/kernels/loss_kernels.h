@@ -21,21 +21,30 @@ namespace ottr::cuda::kernels {
 //          (1 - ε) · (−log_prob[i, y_i]) + ε / C · Σ_c (−log_prob[i, c])      (0/0 = NaN).
 // The mean is deterministic: for small N one kernel (one block) does everything; otherwise
 // per-block partial sums go to `workspace` and a one-block kernel adds them in a fixed order.
-// `log_prob` may be null (not needed). dtype: float32/float16/bfloat16/float64.
+// `log_prob` may be null (not needed). dtype: float32/float16/bfloat16/float64. `ld` (>= c; 0: c):
+// the row length of logits and log_prob.
 int64_t SceForwardWorkspaceBytes(int64_t n, int64_t c);
 cudaError_t LaunchSceForward(int dtype, const void* logits, const void* labels, bool labels64,
                              void* loss, void* log_prob, int64_t n, int64_t c,
                              int64_t ignore_index, float label_smoothing, void* workspace,
-                             cudaStream_t stream);
+                             cudaStream_t stream, int64_t ld = 0);
 
 // ottr::SoftmaxCrossEntropyWithGrad(logits, labels, dloss) -> (loss, dlogits): the forward
 // above, without log_prob, writing dlogits as SoftmaxCrossEntropyGrad would from that log_prob,
 // rounded to the logits' type and then to `grad_dtype` (the logits' type, or bf16/f16 for float32
-// logits). Launches: a one-block kernel for dloss / count, the forward, and (large N) its finalize.
+// logits). One launch: a grid of one block counts the labels itself; a larger grid, given
+// `counters` (SceWithGradCounterBytes of zeros, left zero), is a cooperative launch whose blocks
+// count the labels together, wait for each other, and the last of which adds the loss partials.
+// Without counters a larger grid takes three: a one-block kernel for dloss / count, the forward,
+// and its finalize.
+// `ld` (>= c; 0: c): the row length of logits and dlogits, whose columns c..ld-1 are not classes
+// (the padding of a GEMM, ottr::SoftmaxCrossEntropyWithGrad's `classes`) and get zero gradients.
 int64_t SceWithGradWorkspaceBytes(int64_t n, int64_t c);
+int64_t SceWithGradCounterBytes(int64_t n, int64_t ld);
 cudaError_t LaunchSceWithGrad(int dtype, int grad_dtype, int dloss_dtype, const void* logits, const void* labels,
                               bool labels64, const void* dloss, void* loss, void* dlogits, int64_t n, int64_t c,
-                              int64_t ignore_index, float label_smoothing, void* workspace, cudaStream_t stream);
+                              int64_t ignore_index, float label_smoothing, void* workspace, cudaStream_t stream,
+                              void* counters = nullptr, int64_t ld = 0);
 
 // ottr::SoftmaxCrossEntropyGrad(dloss [], log_prob [N, C], labels [N]) -> dlogits [N, C]
 //   dlogits[i, j] = dloss / count · (exp(log_prob[i, j]) − (1 − ε) [j == y_i] − ε / C),

@@ -232,6 +232,7 @@ __global__ void __launch_bounds__(kThreads) SmallGemmKernel(SmallGemmArgs p) {
   const bool relu = e == SmallGemmEpilogue::kReluBias || e == SmallGemmEpilogue::kReluAuxBias;
   const bool bias = relu || e == SmallGemmEpilogue::kBias;
   const bool drelu = e == SmallGemmEpilogue::kDRelu || e == SmallGemmEpilogue::kDReluBgrad;
+  const bool bgrad = e == SmallGemmEpilogue::kDReluBgrad;
   // BM * BN is a multiple of 256, so every warp runs every iteration (the mask ballot needs all
   // 32 lanes) and its lanes cover 32 consecutive elements of one row (BN >= 32) or 16 of two.
   for (int t = threadIdx.x; t < BM * BN; t += kThreads) {
@@ -259,10 +260,10 @@ __global__ void __launch_bounds__(kThreads) SmallGemmKernel(SmallGemmArgs p) {
       }
     }
     if (drelu) v = in && ((p.mask_in[gm * p.mask_row_bytes + gn / 8] >> (gn % 8)) & 1) ? v : 0.0f;
-    if (in) p.d[gm * p.ldc + gn] = v;
-    if (e == SmallGemmEpilogue::kDReluBgrad) smem[t] = in ? v : 0.0f;  // only this thread reads slot t
+    if (in && !bgrad) p.d[gm * p.ldc + gn] = v;
+    if (bgrad) smem[t] = in ? v : 0.0f;  // D is written from here after the column sums
   }
-  if (e == SmallGemmEpilogue::kDReluBgrad) {  // this tile's column sums: the result, or a row of partials
+  if (bgrad) {  // this tile's column sums: the result, or a row of partials
     __syncthreads();
     // kThreads / BN threads per column, then one of them adds their sums in order.
     constexpr int kPerCol = kThreads / BN;
@@ -281,6 +282,33 @@ __global__ void __launch_bounds__(kThreads) SmallGemmKernel(SmallGemmArgs p) {
         p.bias_grad[n0 + nn] = total;
       } else {
         p.bias_grad_partial[blockIdx.y * p.n + n0 + nn] = total;
+      }
+    }
+    // The last row tile of this column strip to get here adds the strip's partial rows in tile
+    // order (the same sum whichever tile is last) and leaves the counter zero for the next launch.
+    // The block's partial row is made visible device-wide (barrier, then thread 0's fence: the
+    // release is cumulative) before it is counted; D is stored while that count is in flight.
+    const bool counted = gridDim.y > 1 && p.tile_counters != nullptr;
+    __shared__ bool last;
+    __syncthreads();
+    if (counted && threadIdx.x == 0) {
+      __threadfence();
+      last = atomicAdd(&p.tile_counters[blockIdx.x], 1u) == gridDim.y - 1;
+    }
+    for (int t = threadIdx.x; t < BM * BN; t += kThreads) {
+      const int64_t gm = m0 + t / BN, gn = n0 + t % BN;
+      if (gm < p.m && gn < p.n) p.d[gm * p.ldc + gn] = smem[t];
+    }
+    if (counted) {
+      __syncthreads();
+      if (last) {
+        __threadfence();
+        if (threadIdx.x < BN && n0 + threadIdx.x < p.n) {
+          float total = 0.0f;
+          for (unsigned t = 0; t < gridDim.y; ++t) total += __ldcg(&p.bias_grad_partial[t * p.n + n0 + threadIdx.x]);
+          p.bias_grad[n0 + threadIdx.x] = total;
+        }
+        if (threadIdx.x == 0) p.tile_counters[blockIdx.x] = 0;
       }
     }
   }
@@ -329,7 +357,7 @@ cudaError_t Launch(const SmallGemmArgs& p, cudaStream_t stream) {
   } else {
     SmallGemmKernel<BM, BN, BK, TA, TB, false><<<grid, kThreads, Smem<BM, BN, BK, TA, TB, false>::kBytes, stream>>>(p);
   }
-  if (p.epilogue == SmallGemmEpilogue::kDReluBgrad && grid.y > 1) {
+  if (p.epilogue == SmallGemmEpilogue::kDReluBgrad && grid.y > 1 && p.tile_counters == nullptr) {
     BiasGradFinalizeKernel<<<static_cast<unsigned>((p.n + 255) / 256), 256, 0, stream>>>(
         p.bias_grad_partial, static_cast<int>(grid.y), p.n, p.bias_grad);
   }
@@ -390,6 +418,11 @@ int64_t SmallGemmWorkspaceBytes(int config, const SmallGemmArgs& p) {
   if (config < 0 || config >= kTileCount || p.epilogue != SmallGemmEpilogue::kDReluBgrad) return 0;
   const int64_t tiles = (p.m + kTiles[config].bm - 1) / kTiles[config].bm;
   return tiles > 1 ? tiles * p.n * static_cast<int64_t>(sizeof(float)) : 0;
+}
+
+int64_t SmallGemmCounterBytes(int config, const SmallGemmArgs& p) {
+  if (SmallGemmWorkspaceBytes(config, p) == 0) return 0;
+  return (p.n + kTiles[config].bn - 1) / kTiles[config].bn * static_cast<int64_t>(sizeof(unsigned));
 }
 
 cudaError_t PrepareSmallGemm(int config, bool trans_a, bool trans_b) {

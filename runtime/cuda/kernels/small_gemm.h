@@ -21,8 +21,10 @@
 //                  mask_row_bytes bytes; bit j is byte j / 8, bit j % 8; mask 4-byte aligned)
 //   kDRelu         D = P ⊙ [mask bit]
 //   kDReluBgrad    D = P ⊙ [mask bit], bias_grad[j] = Σ_i D[i, j] (a tile with BM >= M sums
-//                  whole columns in one launch; smaller tiles write one row of column sums per
-//                  row tile to the workspace and a second kernel adds them in order: no atomics)
+//                  whole columns itself; smaller tiles write one row of column sums per row tile
+//                  to the workspace, and the last tile of each column strip to finish, counted on
+//                  a counter of its own, adds them in tile order: one launch, the same bits
+//                  whichever tile is last; without counters a second kernel adds them)
 // relu is Relu's Select(x < 0, 0, x): -0 and NaN pass through, as on the CPU.
 #ifndef OTTR_RUNTIME_CUDA_KERNELS_SMALL_GEMM_H_
 #define OTTR_RUNTIME_CUDA_KERNELS_SMALL_GEMM_H_
@@ -50,8 +52,10 @@ struct SmallGemmArgs {
   const uint8_t* mask_in = nullptr;  // kDRelu, kDReluBgrad
   float* bias_grad = nullptr;        // kDReluBgrad
   // kDReluBgrad with BM < M: one row of column sums per row tile (SmallGemmWorkspaceBytes), added
-  // into bias_grad by a second, small kernel.
+  // into bias_grad by the last tile of each column strip (with tile_counters) or a second kernel.
   float* bias_grad_partial = nullptr;
+  // SmallGemmCounterBytes of zeros (one per column strip), left zero by the launch; or null.
+  unsigned* tile_counters = nullptr;
 };
 
 // The configurations (CTA tile BM x BN, chunk depth BK of K) the kernel is built for; LtGemm
@@ -64,6 +68,8 @@ bool SmallGemmConfigFits(int config, const SmallGemmArgs& args);
 // Raises the configuration's dynamic shared memory limit (call once before capturing a launch).
 // Workspace `config` needs for `args` (the partial bias gradients), bytes.
 int64_t SmallGemmWorkspaceBytes(int config, const SmallGemmArgs& args);
+// Counters `config` uses for `args` when it is given them (SmallGemmArgs::tile_counters), bytes.
+int64_t SmallGemmCounterBytes(int config, const SmallGemmArgs& args);
 cudaError_t PrepareSmallGemm(int config, bool trans_a, bool trans_b);
 cudaError_t LaunchSmallGemm(int config, const SmallGemmArgs& args, cudaStream_t stream);
 
