@@ -46,18 +46,26 @@ __device__ __forceinline__ void WriteBlockResult(double a, double b, bool divide
   }
 }
 
+// The sums of `g` partial pairs for every thread of the block: a fixed assignment (thread t adds
+// t, t + blockDim, ...) and a fixed tree, so deterministic. Read through L2 (__ldcg): in a grid's
+// last block the partials are other blocks' writes. A block-wide call; `sm` holds >= 64.
+__device__ __forceinline__ void SumPartials(const double* partial, int g, double& a, double& b, double* sm) {
+  a = 0;
+  b = 0;
+  for (int i = threadIdx.x; i < g; i += blockDim.x) {
+    a += __ldcg(&partial[2 * i]);
+    b += __ldcg(&partial[2 * i + 1]);
+  }
+  nl::BlockSum2(a, b, sm);
+}
+
 // Adds `g` partial pairs in block order (one block) and writes as WriteBlockResult does.
 template <typename T>
 __global__ void FinalizeKernel(const double* __restrict__ partial, int g, bool divide, T* out,
                                double* stats) {
   __shared__ double sm[64];
-  // Fixed assignment (thread t adds t, t + blockDim, ...) and a fixed tree: deterministic.
-  double a = 0, b = 0;
-  for (int i = threadIdx.x; i < g; i += blockDim.x) {
-    a += partial[2 * i];
-    b += partial[2 * i + 1];
-  }
-  nl::BlockSum2(a, b, sm);
+  double a, b;
+  SumPartials(partial, g, a, b, sm);
   if (threadIdx.x == 0) {
     if (stats != nullptr) {
       stats[0] = a;
@@ -185,12 +193,8 @@ __device__ __forceinline__ void FinishGrid(SceSync* sync, const double* partial,
   __syncthreads();
   if (!last) return;
   __threadfence();
-  double a = 0, b = 0;
-  for (int i = threadIdx.x; i < static_cast<int>(gridDim.x); i += blockDim.x) {
-    a += __ldcg(&partial[2 * i]);
-    b += __ldcg(&partial[2 * i + 1]);
-  }
-  nl::BlockSum2(a, b, sm);
+  double a, b;
+  SumPartials(partial, static_cast<int>(gridDim.x), a, b, sm);
   if (threadIdx.x == 0) {
     *out = FromC<T>(a / b);
     // Every other block has passed its wait on `arrive` before it counted itself done.
@@ -240,7 +244,7 @@ __global__ void __launch_bounds__(kSceBlock)
     const int64_t row = first + sub;
     const bool valid = row < rows;
     const int64_t off = (valid ? row : 0) * ld;
-    C next[kAhead ? kPerLane : 1];
+    C next[kAhead ? kPerLane : 1];  // kAhead: the next pass's logits
     if constexpr (kAhead) {
       load(first + stride, next);
     } else {
