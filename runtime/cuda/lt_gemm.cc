@@ -332,8 +332,12 @@ absl::Status LtGemm::Autotune(const cublasLtMatmulHeuristicResult_t* results, in
   // small GEMM's host-side cost (descriptor updates, the launch) would otherwise dominate what is
   // measured, and a split-K candidate's extra reduction kernel costs what it costs inside a graph.
   // -1 when the launch fails.
+  // `nodes`: the graph nodes one call adds (a kernel, plus any memset or second kernel cuBLASLt
+  // issues for it).
   constexpr int kRuns = 8;
+  size_t nodes = 0;
   auto time_in_graph = [&](auto&& run) -> float {
+    nodes = 0;
     if (!run() || cudaStreamSynchronize(stream) != cudaSuccess) {  // warm-up; skip what fails
       cudaGetLastError();
       return -1;
@@ -343,7 +347,11 @@ absl::Status LtGemm::Autotune(const cublasLtMatmulHeuristicResult_t* results, in
     bool failed = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess;
     for (int r = 0; r < kRuns && !failed; ++r) failed = !run();
     if (cudaStreamEndCapture(stream, &graph) != cudaSuccess || graph == nullptr) failed = true;
-    if (!failed) failed = cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess;
+    if (!failed) {
+      size_t count = 0;
+      if (cudaGraphGetNodes(graph, nullptr, &count) == cudaSuccess) nodes = count / kRuns;
+      failed = cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess;
+    }
     float ms = 0;
     if (!failed) {
       failed = cudaGraphLaunch(exec, stream) != cudaSuccess;  // warm
@@ -369,7 +377,10 @@ absl::Status LtGemm::Autotune(const cublasLtMatmulHeuristicResult_t* results, in
       workspace_bytes_ = static_cast<int64_t>(results[i].workspaceSize);
       const float ms = time_in_graph([&] { return Run(a, b, d, bias, aux, workspace, stream).ok(); });
       if (ms < 0) continue;
-      if (log) std::fprintf(stderr, "  candidate #%d: %.2f us (%s)\n", i, ms * 1000.0f / kRuns, DescribeAlgo(results[i]).c_str());
+      if (log) {
+        std::fprintf(stderr, "  candidate #%d: %.2f us, %zu nodes (%s)\n", i, ms * 1000.0f / kRuns, nodes,
+                     DescribeAlgo(results[i]).c_str());
+      }
       if (best < 0 || ms < best) {
         best = ms;
         chosen_ = i;
@@ -392,7 +403,7 @@ absl::Status LtGemm::Autotune(const cublasLtMatmulHeuristicResult_t* results, in
       if (ms < 0) continue;
       int bm = 0, bn = 0, bk = 0;
       kernels::SmallGemmConfigShape(t, &bm, &bn, &bk);
-      if (log) std::fprintf(stderr, "  ottr config %d (%dx%d, bk %d): %.2f us\n", t, bm, bn, bk, ms * 1000.0f / kRuns);
+      if (log) std::fprintf(stderr, "  ottr config %d (%dx%d, bk %d): %.2f us, %zu nodes\n", t, bm, bn, bk, ms * 1000.0f / kRuns, nodes);
       // A forced kernel takes its fastest configuration whatever cuBLASLt did (it timed nothing then).
       if (best < 0 || ms < best) {
         best = ms;

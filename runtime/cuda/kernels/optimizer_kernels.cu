@@ -268,6 +268,21 @@ __device__ void ProcessChunk(const MultiTensorEntry& e, int64_t begin, int64_t e
   }
 }
 
+// The per-step scalars (Elem::Prepare: the bias corrections' double-precision pow, sqrt and
+// divisions) computed once per block by thread 0 and shared. Computed by every thread they took
+// the grouped Adam at batch 128 (669k parameters, 84k threads) 10.5 µs on the H200, where it reads
+// and writes 19 MB. `op` must be the same in every thread (the launch's argument).
+template <typename Elem>
+__device__ __forceinline__ void PrepareOnce(Elem& op, const OptimizerScalars& s) {
+  __shared__ Elem shared;
+  if (threadIdx.x == 0) {
+    shared = op;
+    shared.Prepare(s);
+  }
+  __syncthreads();
+  op = shared;
+}
+
 // Finds the entry holding a chunk: the last k with first_chunk <= chunk (binary search), reusing
 // the previous answer while the block's chunks stay inside one tensor.
 struct EntryCursor {
@@ -298,7 +313,7 @@ __global__ void __launch_bounds__(256)
     MultiTensorTableKernel(const MultiTensorEntry* __restrict__ table, int num, int64_t total_chunks, Elem op,
                            OptimizerScalars s) {
   const bool skip = GuardTripped(s);
-  if (!skip) op.Prepare(s);
+  if (!skip) PrepareOnce(op, s);  // skip is the same in every thread
   const Unscale<T> unscale = ReadUnscale<T>(s);
   EntryCursor cur;
   for (int64_t chunk = blockIdx.x; chunk < total_chunks; chunk += gridDim.x) {
@@ -323,7 +338,7 @@ template <typename T, typename Elem>
 __global__ void __launch_bounds__(256)
     MultiTensorPackedKernel(const __grid_constant__ PackedTable t, Elem op, OptimizerScalars s) {
   const bool skip = GuardTripped(s);
-  if (!skip) op.Prepare(s);
+  if (!skip) PrepareOnce(op, s);  // skip is the same in every thread
   const Unscale<T> unscale = ReadUnscale<T>(s);
   EntryCursor cur;
   for (int64_t chunk = blockIdx.x; chunk < t.total_chunks; chunk += gridDim.x) {
