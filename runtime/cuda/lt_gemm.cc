@@ -64,6 +64,7 @@ std::optional<kernels::SmallGemmEpilogue> OttrEpilogue(GemmEpilogue e) {
     case GemmEpilogue::kReluAuxBias: return K::kReluAuxBias;
     case GemmEpilogue::kDRelu: return K::kDRelu;
     case GemmEpilogue::kDReluBgrad: return K::kDReluBgrad;
+    case GemmEpilogue::kBgradB: return K::kBgradA;  // cuBLASLt's B is our A (lt_gemm.h)
     default: return std::nullopt;
   }
 }
@@ -101,6 +102,7 @@ kernels::SmallGemmArgs OttrArgs(const GemmConfig& c, const void* a, const void* 
       p.bias_grad_partial = static_cast<float*>(workspace);
       p.tile_counters = static_cast<unsigned*>(counters);
       break;
+    case K::kBgradA: p.bias_grad = static_cast<float*>(const_cast<void*>(bias)); break;  // an output
     case K::kNone: break;
   }
   return p;

@@ -263,6 +263,21 @@ __global__ void __launch_bounds__(kThreads) SmallGemmKernel(SmallGemmArgs p) {
     if (in && !bgrad) p.d[gm * p.ldc + gn] = v;
     if (bgrad) smem[t] = in ? v : 0.0f;  // D is written from here after the column sums
   }
+  if (e == SmallGemmEpilogue::kBgradA && blockIdx.x == 0) {
+    // This row tile's sums of op(A) over K (float32 values, not TF32): kPerRow consecutive lanes
+    // per row take every kPerRow-th k, then add their sums in a fixed tree.
+    constexpr int kPerRow = kThreads / BM;
+    static_assert(kPerRow <= 32 && 32 % kPerRow == 0, "a row's lanes are in one warp");
+    const int r = threadIdx.x / kPerRow, part = threadIdx.x % kPerRow;
+    const int64_t gm = m0 + r;
+    float s = 0.0f;
+    if (gm < p.m) {
+      for (int64_t q = part; q < p.k; q += kPerRow) s += TA ? p.a[q * p.lda + gm] : p.a[gm * p.lda + q];
+    }
+#pragma unroll
+    for (int off = kPerRow / 2; off > 0; off /= 2) s += __shfl_down_sync(0xffffffffu, s, off, kPerRow);
+    if (part == 0 && gm < p.m) p.bias_grad[gm] = s;
+  }
   if (bgrad) {  // this tile's column sums: the result, or a row of partials
     __syncthreads();
     // kThreads / BN threads per column, then one of them adds their sums in order.
@@ -411,6 +426,7 @@ bool SmallGemmConfigFits(int config, const SmallGemmArgs& p) {
   if (p.m >= (1ll << 30) || p.n >= (1ll << 30) || p.k >= (1ll << 30)) return false;
   const Tile t = kTiles[config];
   if (p.epilogue == SmallGemmEpilogue::kDReluBgrad && p.m > t.bm && p.bias_grad_partial == nullptr) return false;
+  if (p.epilogue == SmallGemmEpilogue::kBgradA && p.k > 256 * (kThreads / t.bm)) return false;  // lanes' loads
   return (p.m + t.bm - 1) / t.bm <= 65535;
 }
 

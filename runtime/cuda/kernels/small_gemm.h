@@ -25,6 +25,10 @@
 //                  to the workspace, and the last tile of each column strip to finish, counted on
 //                  a counter of its own, adds them in tile order: one launch, the same bits
 //                  whichever tile is last; without counters a second kernel adds them)
+//   kBgradA        D = P, bias_grad[i] = Σ_k op(A)[i, k] in float32 (the weight gradient's
+//                  bias gradient, ir::FusedEpilogue::kBgradA; cuBLASLt's BGRADB on the transposed
+//                  product): the CTAs of the first column strip sum their rows of op(A), K split
+//                  over kThreads / BM lanes each added in a fixed tree; K <= 256 · kThreads / BM
 // relu is Relu's Select(x < 0, 0, x): -0 and NaN pass through, as on the CPU.
 #ifndef OTTR_RUNTIME_CUDA_KERNELS_SMALL_GEMM_H_
 #define OTTR_RUNTIME_CUDA_KERNELS_SMALL_GEMM_H_
@@ -35,7 +39,7 @@
 
 namespace ottr::cuda::kernels {
 
-enum class SmallGemmEpilogue : int { kNone, kBias, kReluBias, kReluAuxBias, kDRelu, kDReluBgrad };
+enum class SmallGemmEpilogue : int { kNone, kBias, kReluBias, kReluAuxBias, kDRelu, kDReluBgrad, kBgradA };
 
 struct SmallGemmArgs {
   bool trans_a = false, trans_b = false;
@@ -50,7 +54,7 @@ struct SmallGemmArgs {
   const float* bias = nullptr;       // the bias epilogues
   uint8_t* mask_out = nullptr;       // kReluAuxBias
   const uint8_t* mask_in = nullptr;  // kDRelu, kDReluBgrad
-  float* bias_grad = nullptr;        // kDReluBgrad
+  float* bias_grad = nullptr;        // kDReluBgrad ([N]), kBgradA ([M])
   // kDReluBgrad with BM < M: one row of column sums per row tile (SmallGemmWorkspaceBytes), added
   // into bias_grad by the last tile of each column strip (with tile_counters) or a second kernel.
   float* bias_grad_partial = nullptr;

@@ -79,6 +79,8 @@ void ExpectConfigMatches(CudaLibraries& libs, const GemmCase& gc, int config, ui
   const bool mask_out = gc.epilogue == GemmEpilogue::kReluAuxBias;
   const bool mask_in = gc.epilogue == GemmEpilogue::kDRelu || gc.epilogue == GemmEpilogue::kDReluBgrad;
   const bool bgrad = gc.epilogue == GemmEpilogue::kDReluBgrad;
+  // kBgradB in LtGemm's (cuBLASLt's) terms: the sums of our op(A) over K, [M].
+  const bool bgrad_a = gc.epilogue == GemmEpilogue::kBgradB;
   const int64_t mask_row = ir::ReluMaskRowBytes(gc.n);
   if (mask_out || mask_in) c.aux_ld = mask_row * 8;
   if (config >= 0) {
@@ -108,15 +110,16 @@ void ExpectConfigMatches(CudaLibraries& libs, const GemmCase& gc, int config, ui
   // Poison: NaN bytes in D (and the padding between its rows), the mask written, the bias gradient.
   float* dd = DeviceCopy(std::vector<float>(gc.m * c.ldc, std::nanf("")));
   uint8_t* dmask = DeviceCopy(mask_out ? std::vector<uint8_t>(mask.size(), 0xa5) : mask);
-  float* dgrad = DeviceCopy(std::vector<float>(gc.n, std::nanf("")));
+  const int64_t grad_len = bgrad_a ? gc.m : gc.n;
+  float* dgrad = DeviceCopy(std::vector<float>(grad_len, std::nanf("")));
   void* workspace = nullptr;  // cuBLASLt's, when kAuto chose it
   ASSERT_EQ(cudaMalloc(&workspace, std::max<int64_t>((*gemm)->workspace_bytes(), 256)), cudaSuccess);
-  const void* bias_arg = bias_in ? static_cast<const void*>(dbias) : bgrad ? dgrad : nullptr;
+  const void* bias_arg = bias_in ? static_cast<const void*>(dbias) : (bgrad || bgrad_a) ? dgrad : nullptr;
   ASSERT_TRUE((*gemm)->Run(da, db, dd, bias_arg, (mask_out || mask_in) ? dmask : nullptr, workspace, nullptr).ok());
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<float> d = HostCopy(dd, gc.m * c.ldc);
   const std::vector<uint8_t> got_mask = HostCopy(dmask, mask.size());
-  const std::vector<float> grad = HostCopy(dgrad, gc.n);
+  const std::vector<float> grad = HostCopy(dgrad, grad_len);
 
   constexpr double kU = 1.0 / (1 << 24);
   std::vector<double> want(gc.m * gc.n), bound(gc.m * gc.n);
@@ -165,6 +168,17 @@ void ExpectConfigMatches(CudaLibraries& libs, const GemmCase& gc, int config, ui
       EXPECT_LE(std::abs(grad[j] - s), err) << "bias gradient " << j;
     }
   }
+  if (bgrad_a) {  // float32 sums of A's values (not TF32), any order: 2·K·u·Σ|a|
+    for (int64_t i = 0; i < gc.m; ++i) {
+      double s = 0, mag = 0;
+      for (int64_t q = 0; q < gc.k; ++q) {
+        const double x = gc.ta ? a[q * c.lda + i] : a[i * c.lda + q];
+        s += x;
+        mag += std::abs(x);
+      }
+      EXPECT_LE(std::abs(grad[i] - s), 2.0 * gc.k * kU * mag) << "bias gradient " << i;
+    }
+  }
   // With counters (as the executor gives them: zero, its own), the last row tile of each column
   // strip adds the partial bias gradients in the same launch: the same bits as the second kernel,
   // whichever tile is last, run after run, and the counters left zero for the next run.
@@ -198,6 +212,7 @@ bool Fits(int config, const GemmCase& gc) {
   p.trans_a = gc.ta;
   p.trans_b = gc.tb;
   p.epilogue = gc.epilogue == GemmEpilogue::kDReluBgrad ? kernels::SmallGemmEpilogue::kDReluBgrad
+               : gc.epilogue == GemmEpilogue::kBgradB   ? kernels::SmallGemmEpilogue::kBgradA
                                                         : kernels::SmallGemmEpilogue::kNone;
   static float workspace;  // LtGemm hands every configuration its workspace (partial bias gradients)
   p.bias_grad_partial = &workspace;
@@ -209,15 +224,17 @@ TEST(SmallGemmTest, EveryTileMatchesTheTf32Reference) {
   auto libs = CudaLibraries::Create(/*tf32=*/true);
   ASSERT_TRUE(libs.ok()) << libs.status();
   using E = GemmEpilogue;
-  // The small MLP's GEMMs at batch 128 (forward, data and weight gradients; fc3 padded to 12) and
-  // odd shapes: edges in M, N and K that no tile divides, every pair of transposes.
+  // The small MLP's GEMMs at batch 128 (forward, data and weight gradients; fc3 padded to 12; its
+  // weight gradient with the bias gradient, kBgradB: cuBLASLt's B is our A) and odd shapes: edges
+  // in M, N and K that no tile divides, every pair of transposes.
   const std::vector<GemmCase> cases = {
       {128, 512, 784, false, true, E::kReluAuxBias}, {128, 12, 512, false, true, E::kBias},
       {128, 512, 12, false, false, E::kDReluBgrad},  {128, 512, 512, false, false, E::kDRelu},
       {512, 784, 128, true, false, E::kDefault},     {37, 50, 29, true, true, E::kBias},
       {100, 20, 70, false, true, E::kReluBias},      {61, 300, 33, true, false, E::kReluAuxBias},
       {90, 45, 17, false, false, E::kDReluBgrad},    {5, 130, 200, true, true, E::kDRelu},
-      {33, 17, 1, false, false, E::kDefault}};
+      {33, 17, 1, false, false, E::kDefault},       {12, 512, 128, true, false, E::kBgradB},
+      {10, 300, 77, false, true, E::kBgradB},        {70, 40, 1000, true, true, E::kBgradB}};
   uint32_t seed = 1;
   for (const GemmCase& gc : cases) {
     int ran = 0;
