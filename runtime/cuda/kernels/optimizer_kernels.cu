@@ -269,9 +269,9 @@ __device__ void ProcessChunk(const MultiTensorEntry& e, int64_t begin, int64_t e
 }
 
 // The per-step scalars (Elem::Prepare: the bias corrections' double-precision pow, sqrt and
-// divisions) computed once per block by thread 0 and shared. Computed by every thread they took
-// the grouped Adam at batch 128 (669k parameters, 84k threads) 10.5 µs on the H200, where it reads
-// and writes 19 MB. `op` must be the same in every thread (the launch's argument).
+// divisions) computed once per block by thread 0 and shared, not by each of the 84k threads of
+// the grouped Adam at batch 128 (669k parameters): 9.28 µs on the H200 against 9.5-9.6 µs
+// (bench/RESULTS.md 2026-12-02 (4)). `op` must be the same in every thread (the launch's argument).
 template <typename Elem>
 __device__ __forceinline__ void PrepareOnce(Elem& op, const OptimizerScalars& s) {
   __shared__ Elem shared;
