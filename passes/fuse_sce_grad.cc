@@ -20,6 +20,19 @@
 //
 //   before:  %logits = Slice(%logits.pad, [0], [K], [1])   ...   %d.pad = ottr::SliceGrad(%d, ...)
 //   after:   %loss, %d.pad = ottr::SoftmaxCrossEntropyWithGrad(%logits.pad, %labels, %seed) {classes = K}
+//
+// fuse-sce-bgrad: the bias gradient of the classifier GEMM, when no GEMM epilogue took it (TF32
+// BGRAD declines GEMMs above 1e9 multiply-adds: the MLP 4096x4's [4096, 1000] logits), is summed
+// by the loss kernel as it writes dlogits, instead of a column reduction that reads them again
+// (two launches there):
+//
+//   before:  %loss, %d = ottr::SoftmaxCrossEntropyWithGrad(%logits, %labels, %seed)
+//            %s = ReduceSum(%d, [0]) {keepdims = 0}          (or keepdims 1 and a Reshape to [C])
+//   after:   %loss, %d, %s = ottr::SoftmaxCrossEntropyWithGrad(%logits, %labels, %seed)
+//
+// float32 dlogits only (the CUDA kernel sums in float32 and double); dlogits must keep another
+// reader (the GEMMs). It runs after fuse-gemm-bgrad, which removes the sum altogether where the
+// weight gradient's epilogue can take it.
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "ir/grads/tensor_grad_util.h"
@@ -187,8 +200,93 @@ class FuseSceGradPass : public Pass {
   }
 };
 
+// --- fuse-sce-bgrad ----------------------------------------------------------------------------
+
+constexpr char kBgradName[] = "fuse-sce-bgrad";
+
+struct BgradPlan {
+  Node* sce = nullptr;  // ottr::SoftmaxCrossEntropyWithGrad
+  fusion::BiasGradMatch bias;
+};
+
+std::optional<BgradPlan> MatchBgrad(Node* s, std::string* why) {
+  BgradPlan p;
+  p.sce = s;
+  if (s->num_outputs() > 2) {
+    *why = "it already writes the column sums of dlogits";
+    return std::nullopt;
+  }
+  Value* d = s->output(1);
+  std::optional<fusion::BiasGradMatch> m = fusion::FindBiasGrad(d, 0);
+  if (!m) {
+    *why = absl::StrCat("no ReduceSum over axis 0 (a bias gradient) reads dlogits ", d->name(),
+                        " (the GEMM epilogues took it, or there is none)");
+    return std::nullopt;
+  }
+  if (d->type().dtype != ir::DType::kFloat32) {
+    *why = absl::StrCat("dlogits ", d->name(), " are ", ir::DTypeName(d->type().dtype),
+                        ", the fused column sums are float32 only");
+    return std::nullopt;
+  }
+  if (m->result->type().dtype != ir::DType::kFloat32) {
+    *why = absl::StrCat("the bias gradient ", m->result->name(), " is not float32");
+    return std::nullopt;
+  }
+  if (d->uses().size() < 2) {
+    // The kernel writes dlogits as it sums them; with no other reader the sum is all that is left.
+    *why = absl::StrCat("the bias gradient is the only reader of dlogits ", d->name());
+    return std::nullopt;
+  }
+  p.bias = *m;
+  return p;
+}
+
+absl::Status RewriteBgrad(ir::Graph& g, const BgradPlan& p, std::ostream* remarks) {
+  Node* s = p.sce;
+  OTTR_ASSIGN_OR_RETURN(
+      Node * f, fusion::AddInferred(g, {"SoftmaxCrossEntropyWithGrad", std::string(ir::kOttrDomain),
+                                        {s->input(0), s->input(1), s->input(2)},
+                                        {g.UniqueName(s->output(0)->name() + ".b"),
+                                         g.UniqueName(s->output(1)->name() + ".b"),
+                                         g.UniqueName(p.bias.result->name() + ".fused")},
+                                        s->attrs(), s->origin()}));
+  if (f->output(2)->type() != p.bias.result->type()) {
+    return absl::InternalError(absl::StrCat(kBgradName, ": the fused column sums are ", f->output(2)->type().ToString(),
+                                            ", the bias gradient ", p.bias.result->type().ToString()));
+  }
+  const std::string what = absl::StrCat(s->Describe(), " + ", p.bias.chain[0]->Describe());
+  fusion::Renames renames;
+  renames.Replace(g, s->output(0), f->output(0));
+  renames.Replace(g, s->output(1), f->output(1));
+  renames.Replace(g, p.bias.result, f->output(2));
+  std::vector<Node*> dead(p.bias.chain.rbegin(), p.bias.chain.rend());
+  dead.push_back(s);
+  OTTR_RETURN_IF_ERROR(fusion::EraseDead(g, dead));
+  renames.Apply(g);
+  Remark(remarks, kBgradName,
+         absl::StrCat("fused ", what, " -> ottr::SoftmaxCrossEntropyWithGrad with the column sums of dlogits"));
+  return absl::OkStatus();
+}
+
+class FuseSceBgradPass : public Pass {
+ public:
+  absl::string_view name() const override { return kBgradName; }
+
+  absl::StatusOr<bool> Run(ir::Graph& g) override {
+    OTTR_ASSIGN_OR_RETURN(std::vector<Node*> order, g.TopoOrder());
+    std::vector<Node*> roots;
+    for (Node* n : order) {
+      if (fusion::IsOttr(n, "SoftmaxCrossEntropyWithGrad")) roots.push_back(n);
+    }
+    // A rewrite erases its own loss node and ReduceSum chain: never another root.
+    return fusion::MatchAndRewrite(roots, remarks(), kBgradName, MatchBgrad,
+                                   [&](const BgradPlan& p) { return RewriteBgrad(g, p, remarks()); });
+  }
+};
+
 }  // namespace
 
 std::unique_ptr<Pass> CreateFuseSceGradPass() { return std::make_unique<FuseSceGradPass>(); }
+std::unique_ptr<Pass> CreateFuseSceBgradPass() { return std::make_unique<FuseSceBgradPass>(); }
 
 }  // namespace ottr::passes

@@ -22,6 +22,9 @@
 //   fuse-gemm-bgrad       a bias gradient ReduceSum left over (e.g. of the last layer) goes into
 //                         the weight-gradient GEMM that reads the same dY: bgrada / bgradb.
 //                         Removes the ReduceSum.
+//   fuse-sce-bgrad        a bias gradient ReduceSum of dlogits still left over (a float32 GEMM too
+//                         large for TF32 BGRAD) -> a third output of the loss node, summed by the
+//                         loss kernel as it writes dlogits (fuse_sce_grad.cc)
 //
 // fold-gemm-casts runs first so that the others see the f32 products the Casts hid (the next
 // passes take an ottr::FusedGemm none / bias as they take a Gemm / MatMul). dact-bgrad runs before bgrad because it removes two kernels per layer where bgrad removes one.
@@ -52,6 +55,7 @@ std::unique_ptr<Pass> CreateFuseMaxPoolReluGradPass();
 // passes/fuse_sce_grad.cc: ottr::SoftmaxCrossEntropy + its SoftmaxCrossEntropyGrad (+ the Cast of
 // dlogits to the GEMM type) -> one ottr::SoftmaxCrossEntropyWithGrad, no log_prob in between.
 std::unique_ptr<Pass> CreateFuseSceGradPass();
+std::unique_ptr<Pass> CreateFuseSceBgradPass();
 // passes/kmajor_gemm.cc: a large float32 GEMM whose operands both have k as their slow axis (the
 // weight gradients Xᵀ·dY) gets one operand transposed first, so TF32 Tensor Cores read it K-major.
 std::unique_ptr<Pass> CreateKMajorGemmOperandsPass();

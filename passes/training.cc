@@ -526,6 +526,7 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
       pm.Add(CreateFuseReluGradBgradPass());
     }
     pm.Add(CreateFuseGemmBgradPass());
+    pm.Add(CreateFuseSceBgradPass());
   }
   if (spec.channels_last) pm.Add(CreateNhwcLayoutPass());
   if (spec.kmajor_gemm_operands && spec.precision == Precision::kTf32) pm.Add(CreateKMajorGemmOperandsPass());

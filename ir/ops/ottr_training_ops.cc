@@ -13,6 +13,8 @@
 //     ONNX element type) is given, to it (the Cast to the GEMM type of a 16-bit step folded).
 //     {classes = K} (0 < K <= C): the loss is over logits[:, :K] (the Slice of a padded GEMM's
 //     output folded) and dlogits is [N, C], zero in columns K.. (the Slice's gradient folded).
+//     An optional third output dbias [C] = Σ_i dlogits[i, :] (fuse-sce-bgrad: the bias gradient
+//     of the GEMM before, ReduceSum(dlogits, [0]) folded), summed as ReduceSum does.
 //   ottr::SGDUpdate(param, grad, lr f32[], step i64[], [buf]) -> (param', [buf'])
 //     PyTorch SGD: g = grad + wd · param; buf = g on step 1, else momentum · buf + (1 - dampening) · g;
 //     g = g + momentum · buf (nesterov) or buf; param' = param - lr · g
@@ -168,6 +170,10 @@ absl::Status InferSceWithGrad(InferenceContext& ctx) {
     g = *o;
   }
   ctx.set_output_type(1, TensorType(g, logits.shape));
+  if (ctx.num_outputs() > 2) {  // the column sums of dlogits (fuse-sce-bgrad)
+    if (!logits.shape) return ctx.Error("the column sums of dlogits need the logits' rank");
+    ctx.set_output_type(2, TensorType(g, Shape{(*logits.shape)[1]}));
+  }
   return absl::OkStatus();
 }
 
@@ -235,7 +241,7 @@ void RegisterOptimizerOps(OpRegistry& r) {
                  .Build());
   r.Register(OpSchemaBuilder(std::string(kOttrDomain), "SoftmaxCrossEntropyWithGrad")
                  .Inputs(3, 3)
-                 .Outputs(2, 2)
+                 .Outputs(2, 3)
                  .Attr("ignore_index", K::kInt)
                  .Attr("label_smoothing", K::kFloat)
                  .Attr("grad_type", K::kInt)

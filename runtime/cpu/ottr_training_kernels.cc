@@ -160,6 +160,27 @@ absl::Status SceWithGrad(KernelContext& ctx) {
                   c * es);
     }
   }
+  if (ctx.num_outputs() > 2) {
+    // dbias = ReduceSum(dlogits, [0]) (fuse-sce-bgrad): the rows in order, in double, rounded
+    // once to the gradient's type, as the CPU ReduceSum does.
+    if (g != DType::kFloat32 && g != DType::kFloat64) {
+      return ctx.Unsupported(absl::StrCat("the column sums of ", ir::DTypeName(g), " dlogits"));
+    }
+    OTTR_ASSIGN_OR_RETURN(Tensor wide_d, ew::CastTensor(dx, DType::kFloat64));
+    std::vector<double> sums(static_cast<size_t>(ld), 0.0);
+    const double* dd = wide_d.data<double>();
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < ld; ++j) sums[j] += dd[i * ld + j];
+    }
+    Tensor& db = ctx.AllocateOutput(2, g, {ld});
+    for (int64_t j = 0; j < ld; ++j) {
+      if (g == DType::kFloat32) {
+        db.data<float>()[j] = static_cast<float>(sums[j]);
+      } else {
+        db.data<double>()[j] = sums[j];
+      }
+    }
+  }
   return absl::OkStatus();
 }
 

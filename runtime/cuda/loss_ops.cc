@@ -205,22 +205,35 @@ absl::StatusOr<CompiledOp> CompileSceWithGrad(OpCompileContext& ctx) {
   if (c > ld) return ctx.Error(absl::StrCat("classes ", c, " exceeds the logits' ", ld, " columns"));
   const int64_t ignore = ctx.node().GetInt("ignore_index", -100);
   const float eps = ctx.node().GetFloat("label_smoothing", 0.0f);
+  // A third output (fuse-sce-bgrad): the column sums of dlogits, float32 only.
+  const bool bias_grad = ctx.num_outputs() > 2;
+  if (bias_grad && (lt != DType::kFloat32 || gt != DType::kFloat32 || ctx.output_type(2).dtype != DType::kFloat32)) {
+    return ctx.Error(absl::StrCat("the column sums of dlogits (a third output) need float32 logits and dlogits, got ",
+                                  ir::DTypeName(lt), " and ", ir::DTypeName(gt)));
+  }
   const int64_t kernel_ws = Align256(kernels::SceWithGradWorkspaceBytes(n, c));
+  const int64_t bias_ws = bias_grad ? Align256(kernels::SceBiasGradWorkspaceBytes(n, ld)) : 0;
+  // The column sums read by someone while dlogits are not: the kernel writes dlogits here.
+  const int64_t dx_ws = bias_grad && ctx.output_needed(2) && !ctx.output_needed(1) ? Align256(n * ld * 4) : 0;
   CompiledOp op;
-  // A scalar slot after the kernel's workspace receives the loss when nobody reads it.
-  op.workspace_bytes = kernel_ws + 256;
+  // A scalar slot after the kernel's workspaces receives the loss when nobody reads it.
+  op.workspace_bytes = kernel_ws + bias_ws + dx_ws + 256;
   op.counter_bytes = kernels::SceWithGradCounterBytes(n, ld);
   op.launch = [=](const LaunchArgs& a) -> absl::Status {
-    void* loss = a.outputs[0] != nullptr ? a.outputs[0] : static_cast<char*>(a.workspace) + kernel_ws;
+    char* ws = static_cast<char*>(a.workspace);
+    void* loss = a.outputs[0] != nullptr ? a.outputs[0] : ws + kernel_ws + bias_ws + dx_ws;
     NvtxRange range("SoftmaxCrossEntropyWithGrad");
-    if (a.outputs[1] == nullptr) {  // nobody reads dlogits: the loss alone
+    float* dbias = bias_grad ? static_cast<float*>(a.outputs[2]) : nullptr;
+    void* dlogits = a.outputs[1] != nullptr ? a.outputs[1] : dbias != nullptr ? ws + kernel_ws + bias_ws : nullptr;
+    if (dlogits == nullptr) {  // nobody reads dlogits or their sums: the loss alone
       OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchSceForward(dtype, a.inputs[0], a.inputs[1], labels64, loss, nullptr, n,
                                                           c, ignore, eps, a.workspace, a.stream, ld));
       return absl::OkStatus();
     }
     OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchSceWithGrad(dtype, grad_dtype, dloss_dtype, a.inputs[0], a.inputs[1],
-                                                         labels64, a.inputs[2], loss, a.outputs[1], n, c, ignore,
-                                                         eps, a.workspace, a.stream, a.counters, ld));
+                                                         labels64, a.inputs[2], loss, dlogits, n, c, ignore, eps,
+                                                         a.workspace, a.stream, a.counters, ld, dbias,
+                                                         dbias != nullptr ? ws + kernel_ws : nullptr));
     return absl::OkStatus();
   };
   return op;

@@ -296,5 +296,155 @@ TEST(FuseSceGradTrainingTest, MlpStepFusesTheLossAndComputesTheSameBits) {
   }
 }
 
+// --- fuse-sce-bgrad ---------------------------------------------------------------------------
+
+PassRun RunBgradPass(const std::string& text) {
+  return testing::RunPassOnText(passes::CreateFuseSceBgradPass(), text);
+}
+
+// The fused loss of a classifier GEMM whose bias gradient no epilogue took: the weight gradient
+// reads dlogits (a plain Gemm), and a ReduceSum over the batch is the bias gradient.
+constexpr char kBgrad[] = R"(graph "g" {
+  opset ai.onnx 17
+  input %logits : f32[7,12]
+  input %labels : i64[7]
+  input %h : f32[7,5]
+  %seed : f32[] = Constant() {value = tensor<f32[] [1.0]>} origin "autodiff/seed"
+  %loss : f32[], %d : f32[7,12] = ottr::SoftmaxCrossEntropyWithGrad(%logits, %labels, %seed) {ignore_index = -1, label_smoothing = 0.1} origin "loss"
+  %gw : f32[12,5] = Gemm(%d, %h) {transA = 1} origin "fc/grad/w"
+  %axes : i64[1] = Constant() {value = tensor<i64[1] [0]>} origin "fc/grad/b"
+  %gb : f32[12] = ReduceSum(%d, %axes) {keepdims = 0} origin "fc/grad/b"
+  output %loss
+  output %gw
+  output %gb
+})";
+
+runtime::TensorMap BgradFeeds() {
+  runtime::TensorMap feeds = Feeds();
+  feeds["h"] = testing::RandomFloat({7, 5}, 7, -2.0f, 2.0f);
+  return feeds;
+}
+
+// Every output of the graph after the pass has the bits it had before (the CPU kernel sums the
+// columns as ReduceSum does: rows in order, in double, rounded once).
+void ExpectSameOutputs(const PassRun& r) {
+  const std::vector<ir::Tensor> before = RunOnCpu(*r.before, BgradFeeds());
+  const std::vector<ir::Tensor> after = RunOnCpu(*r.after, BgradFeeds());
+  ASSERT_EQ(before.size(), 3u);
+  ASSERT_EQ(after.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(after[i].BitwiseEquals(before[i])) << i << "\n after  " << after[i].DebugString(24) << "\n before "
+                                                   << before[i].DebugString(24);
+  }
+  // The column sums are those of dlogits (not zeros): each within float32 rounding of the sum.
+  double total = 0;
+  for (int64_t j = 0; j < 12; ++j) total += std::abs(after[2].GetAsDouble(j));
+  EXPECT_GT(total, 1e-3);
+}
+
+TEST(FuseSceBgradTest, TheLossNodeTakesTheBiasGradient) {
+  PassRun r = RunBgradPass(kBgrad);
+  ASSERT_TRUE(r.after);
+  EXPECT_TRUE(r.changed);
+  EXPECT_EQ(IrBody(*r.after),
+            "  %seed : f32[] = Constant() {value = tensor<f32[] [1.0]>} origin \"autodiff/seed\"\n"
+            "  %loss : f32[], %d : f32[7,12], %gb : f32[12] = ottr::SoftmaxCrossEntropyWithGrad(%logits, %labels, "
+            "%seed) {ignore_index = -1, label_smoothing = 0.100000001} origin \"loss\"\n"
+            "  %gw : f32[12,5] = Gemm(%d, %h) {transA = 1} origin \"fc/grad/w\"\n"
+            "  output %loss, %gw, %gb\n");
+  EXPECT_TRUE(absl::StrContains(r.remarks, "fuse-sce-bgrad: fused node 'loss' (ottr.SoftmaxCrossEntropyWithGrad) + "
+                                           "node 'fc/grad/b' (ReduceSum) -> ottr::SoftmaxCrossEntropyWithGrad with "
+                                           "the column sums of dlogits"))
+      << r.remarks;
+  ExpectSameOutputs(r);
+}
+
+TEST(FuseSceBgradTest, TakesAKeptDimsSumAndItsReshape) {
+  std::string text = kBgrad;
+  const std::string sum = "  %gb : f32[12] = ReduceSum(%d, %axes) {keepdims = 0} origin \"fc/grad/b\"\n";
+  ASSERT_NE(text.find(sum), std::string::npos);
+  text.replace(text.find(sum), sum.size(),
+               "  %s : f32[1,12] = ReduceSum(%d, %axes) {keepdims = 1} origin \"fc/grad/b\"\n"
+               "  %shape : i64[1] = Constant() {value = tensor<i64[1] [12]>} origin \"fc/grad/b\"\n"
+               "  %gb : f32[12] = Reshape(%s, %shape) origin \"fc/grad/b\"\n");
+  PassRun r = RunBgradPass(text);
+  ASSERT_TRUE(r.after) << text;
+  EXPECT_TRUE(r.changed);
+  EXPECT_EQ(CountOps(*r.after, "ReduceSum"), 0);
+  EXPECT_EQ(CountOps(*r.after, "Reshape"), 0);
+  ExpectSameOutputs(r);
+}
+
+TEST(FuseSceBgradTest, DeclinesWhatTheKernelDoesNotSum) {
+  struct Decline {
+    std::string from, to, why;
+  };
+  const std::vector<Decline> cases = {
+      // A sum over the classes, not the batch.
+      {"%gb : f32[12] = ReduceSum(%d, %axes)", "%gb : f32[7] = ReduceSum(%d, %axes1)",
+       "no ReduceSum over axis 0 (a bias gradient) reads dlogits d"},
+      // The sum is dlogits' only reader.
+      {"  %gw : f32[12,5] = Gemm(%d, %h) {transA = 1} origin \"fc/grad/w\"\n", "",
+       "the bias gradient is the only reader of dlogits d"},
+      // bf16 dlogits (a 16-bit step).
+      {"%d : f32[7,12] = ottr::SoftmaxCrossEntropyWithGrad(%logits, %labels, %seed) {",
+       "%d : bf16[7,12] = ottr::SoftmaxCrossEntropyWithGrad(%logits, %labels, %seed) {grad_type = 16, ",
+       "dlogits d are bf16, the fused column sums are float32 only"},
+  };
+  for (const Decline& c : cases) {
+    SCOPED_TRACE(c.why);
+    std::string text = kBgrad;
+    ASSERT_NE(text.find(c.from), std::string::npos) << c.from;
+    text.replace(text.find(c.from), c.from.size(), c.to);
+    if (absl::StrContains(c.to, "axes1")) {
+      text.insert(text.find("  %gb :"), "  %axes1 : i64[1] = Constant() {value = tensor<i64[1] [1]>} origin \"x\"\n");
+    }
+    if (c.to.empty()) text.replace(text.find("  output %gw\n"), 13, "");
+    if (absl::StrContains(c.to, "bf16")) {
+      text.replace(text.find("%gw : f32[12,5]"), 15, "%gw : bf16[12,5]");
+      text.replace(text.find("%h : f32[7,5]"), 13, "%h : bf16[7,5]");
+      text.replace(text.find("%gb : f32[12]"), 13, "%gb : bf16[12]");
+    }
+    PassRun r = RunBgradPass(text);
+    ASSERT_TRUE(r.after) << text;
+    EXPECT_FALSE(r.changed);
+    EXPECT_EQ(IrBody(*r.after), IrBody(*r.before));
+    EXPECT_TRUE(absl::StrContains(r.remarks, "fuse-sce-bgrad: declined node 'loss'")) << r.remarks;
+    EXPECT_TRUE(absl::StrContains(r.remarks, c.why)) << r.remarks;
+  }
+}
+
+// The models/mlp step in float32 with fuse-gemm-bgrad off (as when the classifier's weight
+// gradient is too large for TF32 BGRAD): the loss node sums its bias gradient, and the step
+// computes the same bits as without fuse-sce-bgrad.
+TEST(FuseSceBgradTrainingTest, MlpStepSumsTheClassifierBiasGradientInTheLoss) {
+  auto forward = importer::ImportModelFile(testing::SourcePath("models/mlp/model.onnx"));
+  ASSERT_TRUE(forward.ok()) << forward.status();
+  passes::TrainingSpec spec;
+  spec.batch = 16;
+  spec.precision = passes::Precision::kFp32;
+  spec.fuse_epilogues = true;
+  spec.multi_tensor_updates = true;
+  spec.expose_gradients = true;
+  spec.disabled_passes = {"fuse-gemm-bgrad"};
+  auto step = passes::BuildTrainingGraph(**forward, spec);
+  ASSERT_TRUE(step.ok()) << step.status();
+  int sums = 0;
+  for (const ir::Node* n : (*step)->nodes()) {
+    if (n->op_type() == "SoftmaxCrossEntropyWithGrad") sums += n->num_outputs() == 3 ? 1 : 0;
+  }
+  EXPECT_EQ(sums, 1);
+  auto plan = passes::PlanMemory(**step);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(passes::VerifyPlan(**step, *plan).ok());
+  passes::TrainingSpec without = spec;
+  without.disabled_passes = {"fuse-gemm-bgrad", "fuse-sce-bgrad"};
+  testing::ModelStep a = testing::RunStepOnCpu(**forward, {16, 784}, spec, 1e-3f);
+  testing::ModelStep b = testing::RunStepOnCpu(**forward, {16, 784}, without, 1e-3f);
+  ASSERT_TRUE(a.step && b.step);
+  EXPECT_EQ(CountOps(*a.step, "ReduceSum") + 1, CountOps(*b.step, "ReduceSum"));
+  testing::ExpectSameStepOutputs(a, b);
+}
+
 }  // namespace
 }  // namespace ottr

@@ -8,6 +8,7 @@
 #include "runtime/cuda/kernels/loss_kernels.h"
 
 #include <cstdlib>
+#include <type_traits>
 #include <utility>
 
 #include "runtime/cuda/kernels/norm_common.cuh"
@@ -133,6 +134,8 @@ struct SceSync {
   unsigned arrive;           // blocks that have added their labels to `count`
   unsigned done;             // blocks that have written their partial loss
   unsigned long long count;  // labels that are not ignore_index
+  unsigned arrive_cols;      // blocks that have written their column partials (SceBiasGrad)
+  unsigned pad;
 };
 
 // Where the gradient takes dloss / count from: the device scalar SceScaleKernel wrote; in a
@@ -197,21 +200,60 @@ __device__ __forceinline__ void FinishGrid(SceSync* sync, const double* partial,
   SumPartials(partial, static_cast<int>(gridDim.x), a, b, sm);
   if (threadIdx.x == 0) {
     *out = FromC<T>(a / b);
-    // Every other block has passed its wait on `arrive` before it counted itself done.
+    // Every other block has passed its waits on `arrive` and `arrive_cols` before it counted
+    // itself done.
     sync->arrive = 0;
     sync->done = 0;
     sync->count = 0;
+    sync->arrive_cols = 0;
+  }
+}
+
+// The column sums of dlogits (the bias gradient of the GEMM before the loss, fuse-sce-bgrad):
+// every block sums its rows' gradients per column into its row of `partial` ([grid, ld] doubles
+// in the workspace); with one block that row is the result, else the blocks wait for each other
+// (`sync->arrive_cols`, a cooperative launch) and a warp per column adds the blocks' rows in a
+// fixed lane assignment and tree. Rounded once to float32 (`out` [ld]), as ReduceSum's double
+// accumulation on the CPU is. Off (`out` null) for every other use of the kernels.
+struct SceBiasGrad {
+  double* partial = nullptr;
+  float* out = nullptr;
+};
+
+// After each block's row of `bg.partial` is complete (its own threads wrote it): the result.
+// A block-wide call.
+__device__ __forceinline__ void FinishBiasGrad(const SceBiasGrad& bg, SceSync* sync, int64_t ld) {
+  __syncthreads();
+  if (gridDim.x == 1) {
+    for (int64_t j = threadIdx.x; j < ld; j += blockDim.x) bg.out[j] = static_cast<float>(bg.partial[j]);
+    return;
+  }
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(&sync->arrive_cols, 1u);
+    // Every block is resident (a cooperative launch), so waiting for the others ends.
+    while (atomicAdd(&sync->arrive_cols, 0u) < gridDim.x) __nanosleep(32);
+    __threadfence();
+  }
+  __syncthreads();
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5); j < ld; j += warps) {
+    double s = 0;
+    for (unsigned b = lane; b < gridDim.x; b += 32) s += __ldcg(&bg.partial[b * ld + j]);
+    s = nl::WarpSum<32>(s);
+    if (lane == 0) bg.out[j] = static_cast<float>(s);
   }
 }
 
 // Rows of C <= 1024 in the registers of kWidth lanes (as SoftmaxWarpKernel). The row's
 // log-sum-exp and the loss terms are computed in double, as the CPU reference does.
-template <typename T, typename G, int kWidth, int kPerLane>
+template <typename T, typename G, int kWidth, int kPerLane, bool kBgrad>
 __global__ void __launch_bounds__(kSceBlock)
     SceForwardWarpKernel(const T* __restrict__ logits, const void* __restrict__ labels,
                          bool labels64, T* __restrict__ log_prob, T* __restrict__ loss,
                          double* __restrict__ partial, int64_t rows, int c, int64_t ld, int64_t ignore,
-                         double eps, G* __restrict__ dx, SceScaleSource scale_src) {
+                         double eps, G* __restrict__ dx, SceScaleSource scale_src, SceBiasGrad bg) {
   using C = ComputeT<T>;
   __shared__ double s_loss[32];
   __shared__ double s_cnt[32];
@@ -240,6 +282,7 @@ __global__ void __launch_bounds__(kSceBlock)
   if constexpr (kAhead) load(warp * kRowsPerWarp, va);
   const double scale = ReadSceScale(scale_src, dx != nullptr, labels, labels64, rows, ignore, s_loss);
   double acc = 0, cnt = 0;  // non-zero only in the first lane of each row group
+  float cols[kBgrad ? kPerLane : 1] = {};  // kBgrad: this lane's columns summed over its rows
   for (int64_t first = warp * kRowsPerWarp; first < rows; first += stride) {
     const int64_t row = first + sub;
     const bool valid = row < rows;
@@ -272,7 +315,11 @@ __global__ void __launch_bounds__(kSceBlock)
         const T lt = FromC<T>(static_cast<double>(va[k]) - lse);
         if (valid && log_prob != nullptr) log_prob[off + idx] = lt;
         const double l = static_cast<double>(ToC(lt));
-        if (valid && dx != nullptr) dx[off + idx] = SceGradAt<T, G>(l, idx, y, c, ignore, eps, scale);
+        if (valid && dx != nullptr) {
+          const G gv = SceGradAt<T, G>(l, idx, y, c, ignore, eps, scale);
+          dx[off + idx] = gv;
+          if constexpr (kBgrad) cols[k] += static_cast<float>(gv);
+        }
         all += l;
         if (idx == y) lpy = l;
       } else if (idx < ld && valid && dx != nullptr) {
@@ -289,6 +336,30 @@ __global__ void __launch_bounds__(kSceBlock)
 #pragma unroll
       for (int k = 0; k < kPerLane; ++k) va[k] = next[k];
     }
+  }
+  if constexpr (kBgrad) {
+    // The row groups of a warp (kWidth < 32) hold the same columns: a fixed xor tree adds them;
+    // then the warps add theirs into the block's row in warp order.
+#pragma unroll
+    for (int off = kWidth; off < 32; off *= 2) {
+#pragma unroll
+      for (int k = 0; k < kPerLane; ++k) cols[k] += __shfl_xor_sync(0xffffffffu, cols[k], off);
+    }
+    constexpr int kCols = kPerLane * kWidth;  // >= ld
+    __shared__ double s_cols[kBgrad ? kCols : 1];
+    for (int j = threadIdx.x; j < kCols; j += blockDim.x) s_cols[j] = 0;
+    const int warps = static_cast<int>(blockDim.x >> 5);
+    for (int w = 0; w < warps; ++w) {
+      __syncthreads();
+      if (warp_in_block == w && sub == 0) {
+#pragma unroll
+        for (int k = 0; k < kPerLane; ++k) s_cols[k * kWidth + lane] += static_cast<double>(cols[k]);
+      }
+    }
+    __syncthreads();
+    double* row = bg.partial + static_cast<int64_t>(blockIdx.x) * ld;
+    for (int64_t j = threadIdx.x; j < ld; j += blockDim.x) row[j] = s_cols[j];
+    FinishBiasGrad(bg, scale_src.sync, ld);
   }
   acc = nl::WarpSum(acc);
   cnt = nl::WarpSum(cnt);
@@ -309,17 +380,22 @@ __global__ void __launch_bounds__(kSceBlock)
 }
 
 // Rows of C > 1024: one block per row.
-template <typename T, typename G>
+template <typename T, typename G, bool kBgrad>
 __global__ void __launch_bounds__(kSceBlock)
     SceForwardBlockKernel(const T* __restrict__ logits, const void* __restrict__ labels,
                           bool labels64, T* __restrict__ log_prob, T* __restrict__ loss,
                           double* __restrict__ partial, int64_t rows, int64_t c, int64_t ld, int64_t ignore,
-                          double eps, G* __restrict__ dx, SceScaleSource scale_src) {
+                          double eps, G* __restrict__ dx, SceScaleSource scale_src, SceBiasGrad bg) {
   using C = ComputeT<T>;
   __shared__ C smc[32];
   __shared__ double smd[64];
   double acc = 0, cnt = 0;
   const double scale = ReadSceScale(scale_src, dx != nullptr, labels, labels64, rows, ignore, smd);
+  // kBgrad: thread t owns columns t, t + blockDim, ... of the block's row of column sums.
+  double* cols = kBgrad ? bg.partial + static_cast<int64_t>(blockIdx.x) * ld : nullptr;
+  if constexpr (kBgrad) {
+    for (int64_t k = threadIdx.x; k < ld; k += blockDim.x) cols[k] = 0;
+  }
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* x = logits + row * ld;
     C m = -std::numeric_limits<C>::infinity();
@@ -337,7 +413,11 @@ __global__ void __launch_bounds__(kSceBlock)
       const T lt = FromC<T>(static_cast<double>(ToC(x[k])) - lse);
       if (log_prob != nullptr) log_prob[row * ld + k] = lt;
       const double l = static_cast<double>(ToC(lt));
-      if (dx != nullptr) dx[row * ld + k] = SceGradAt<T, G>(l, k, y, c, ignore, eps, scale);
+      if (dx != nullptr) {
+        const G gv = SceGradAt<T, G>(l, k, y, c, ignore, eps, scale);
+        dx[row * ld + k] = gv;
+        if constexpr (kBgrad) cols[k] += static_cast<double>(static_cast<float>(gv));
+      }
       all += l;
       if (k == y) lpy = l;
     }
@@ -350,6 +430,7 @@ __global__ void __launch_bounds__(kSceBlock)
       cnt += 1.0;
     }
   }
+  if constexpr (kBgrad) FinishBiasGrad(bg, scale_src.sync, ld);
   if (threadIdx.x == 0) WriteBlockResult<T>(acc, cnt, true, loss, nullptr, partial);
   FinishGrid<T>(scale_src.sync, partial, loss);
 }
@@ -414,12 +495,23 @@ cudaError_t LaunchSce(void (*kernel)(P...), SceForwardPlan p, bool cooperative, 
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
 }
 
+// Whether the kernels sum dlogits' columns for T and G: float32 logits and gradient only (the
+// one case fuse-sce-bgrad creates), which keeps the other instantiations as they were.
+template <typename T, typename G>
+constexpr bool kHasBgrad = std::is_same_v<T, float> && std::is_same_v<G, float>;
+
 template <typename T, typename G, int kWidth, int kPerLane>
 cudaError_t LaunchSceWarp(const SceForwardPlan& p, const T* x, const void* labels, bool l64, T* lp, T* loss,
                           double* partial, int64_t n, int64_t c, int64_t ld, int64_t ignore, double eps, G* dx,
-                          const SceScaleSource& scale, cudaStream_t s) {
-  return LaunchSce(SceForwardWarpKernel<T, G, kWidth, kPerLane>, p, scale.sync != nullptr, s, x, labels, l64, lp,
-                   loss, partial, n, static_cast<int>(c), ld, ignore, eps, dx, scale);
+                          const SceScaleSource& scale, const SceBiasGrad& bg, cudaStream_t s) {
+  if constexpr (kHasBgrad<T, G>) {
+    if (bg.out != nullptr) {
+      return LaunchSce(SceForwardWarpKernel<T, G, kWidth, kPerLane, true>, p, scale.sync != nullptr, s, x, labels, l64,
+                       lp, loss, partial, n, static_cast<int>(c), ld, ignore, eps, dx, scale, bg);
+    }
+  }
+  return LaunchSce(SceForwardWarpKernel<T, G, kWidth, kPerLane, false>, p, scale.sync != nullptr, s, x, labels, l64,
+                   lp, loss, partial, n, static_cast<int>(c), ld, ignore, eps, dx, scale, bg);
 }
 
 // The forward (dx null) or the forward with the gradient (dx, scaled by dloss / count): a grid of
@@ -434,7 +526,7 @@ template <typename T, typename G>
 cudaError_t SceForwardTyped(const void* xv, const void* labels, bool l64, void* lossv, void* lpv, int64_t n,
                             int64_t c, int64_t ignore, double eps, double* partial, G* dx, const void* dloss,
                             int dloss_dtype, double* scale_slot, cudaStream_t s, SceSync* sync = nullptr,
-                            int64_t ld = 0) {
+                            int64_t ld = 0, SceBiasGrad bg = {}) {
   if (ld < c) ld = c;
   const T* x = static_cast<const T*>(xv);
   T* loss = static_cast<T*>(lossv);
@@ -449,12 +541,23 @@ cudaError_t SceForwardTyped(const void* xv, const void* labels, bool l64, void* 
     SceScaleKernel<<<1, 1024, 0, s>>>(labels, l64, n, ignore, dloss, dloss_dtype, scale_slot);
     scale.scale = scale_slot;
   }
+  // The column sums need dx, the float32 kernels and, with several blocks, their one launch.
+  if (bg.out != nullptr && (dx == nullptr || !kHasBgrad<T, G> || (p.grid > 1 && scale.sync == nullptr))) {
+    return cudaErrorInvalidValue;
+  }
   cudaError_t err = cudaSuccess;
   if (p.block_rows) {
-    err = LaunchSce(SceForwardBlockKernel<T, G>, p, scale.sync != nullptr, s, x, labels, l64, lp, loss, partial, n, c,
-                    ld, ignore, eps, dx, scale);
+    if (bg.out != nullptr) {
+      if constexpr (kHasBgrad<T, G>) {
+        err = LaunchSce(SceForwardBlockKernel<T, G, true>, p, scale.sync != nullptr, s, x, labels, l64, lp, loss,
+                        partial, n, c, ld, ignore, eps, dx, scale, bg);
+      }
+    } else {
+      err = LaunchSce(SceForwardBlockKernel<T, G, false>, p, scale.sync != nullptr, s, x, labels, l64, lp, loss,
+                      partial, n, c, ld, ignore, eps, dx, scale, bg);
+    }
   } else {
-#define OTTR_SCE_WARP_(W, P) err = LaunchSceWarp<T, G, W, P>(p, x, labels, l64, lp, loss, partial, n, c, ld, ignore, eps, dx, scale, s)
+#define OTTR_SCE_WARP_(W, P) err = LaunchSceWarp<T, G, W, P>(p, x, labels, l64, lp, loss, partial, n, c, ld, ignore, eps, dx, scale, bg, s)
     switch (p.width * p.per_lane) {
       case 4: OTTR_SCE_WARP_(4, 1); break;
       case 8: OTTR_SCE_WARP_(8, 1); break;
@@ -753,15 +856,25 @@ int64_t SceWithGradWorkspaceBytes(int64_t n, int64_t c) { return 256 + SceForwar
 
 int64_t SceWithGradCounterBytes(int64_t n, int64_t ld) { return PlanSceForward(n, ld).grid > 1 ? sizeof(SceSync) : 0; }
 
+int64_t SceBiasGradWorkspaceBytes(int64_t n, int64_t ld) {
+  return static_cast<int64_t>(PlanSceForward(n, ld).grid) * ld * static_cast<int64_t>(sizeof(double));
+}
+
 cudaError_t LaunchSceWithGrad(int dtype, int grad_dtype, int dloss_dtype, const void* logits, const void* labels,
                               bool labels64, const void* dloss, void* loss, void* dlogits, int64_t n, int64_t c,
                               int64_t ignore_index, float label_smoothing, void* workspace, cudaStream_t stream,
-                              void* counters, int64_t ld) {
+                              void* counters, int64_t ld, float* dbias, void* bias_workspace) {
   if (n * c == 0) return cudaSuccess;
   cudaError_t err = cudaSuccess;
   // workspace: the scale (256 bytes), then the forward's partials.
   double* scale = static_cast<double*>(workspace);
   double* partial = reinterpret_cast<double*>(static_cast<char*>(workspace) + 256);
+  SceBiasGrad bg;
+  if (dbias != nullptr) {
+    if (bias_workspace == nullptr) return cudaErrorInvalidValue;
+    bg.partial = static_cast<double*>(bias_workspace);
+    bg.out = dbias;
+  }
   bool ok = false;
   nl::DispatchFloat(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -769,7 +882,7 @@ cudaError_t LaunchSceWithGrad(int dtype, int grad_dtype, int dloss_dtype, const 
       using G = decltype(gtag);
       err = SceForwardTyped<T, G>(logits, labels, labels64, loss, nullptr, n, c, ignore_index, label_smoothing,
                                   partial, static_cast<G*>(dlogits), dloss, dloss_dtype, scale, stream,
-                                  static_cast<SceSync*>(counters), ld);
+                                  static_cast<SceSync*>(counters), ld, bg);
       ok = true;
     };
     if (grad_dtype == dtype) {

@@ -39,12 +39,20 @@ cudaError_t LaunchSceForward(int dtype, const void* logits, const void* labels, 
 // and its finalize.
 // `ld` (>= c; 0: c): the row length of logits and dlogits, whose columns c..ld-1 are not classes
 // (the padding of a GEMM, ottr::SoftmaxCrossEntropyWithGrad's `classes`) and get zero gradients.
+// `dbias` (optional, float32 logits and dlogits only; fuse-sce-bgrad): also the column sums of
+// dlogits, dbias[j] = Σ_i dlogits[i, j] over all `ld` columns (the bias gradient of the GEMM
+// before), in the same launch: each block sums its rows into its row of `bias_workspace`
+// (SceBiasGradWorkspaceBytes), then, with several blocks (counters required), the blocks wait for
+// each other and a warp per column adds the blocks' rows in a fixed order; rounded once to
+// float32. Deterministic for a given grid.
 int64_t SceWithGradWorkspaceBytes(int64_t n, int64_t c);
 int64_t SceWithGradCounterBytes(int64_t n, int64_t ld);
+int64_t SceBiasGradWorkspaceBytes(int64_t n, int64_t ld);
 cudaError_t LaunchSceWithGrad(int dtype, int grad_dtype, int dloss_dtype, const void* logits, const void* labels,
                               bool labels64, const void* dloss, void* loss, void* dlogits, int64_t n, int64_t c,
                               int64_t ignore_index, float label_smoothing, void* workspace, cudaStream_t stream,
-                              void* counters = nullptr, int64_t ld = 0);
+                              void* counters = nullptr, int64_t ld = 0, float* dbias = nullptr,
+                              void* bias_workspace = nullptr);
 
 // ottr::SoftmaxCrossEntropyGrad(dloss [], log_prob [N, C], labels [N]) -> dlogits [N, C]
 //   dlogits[i, j] = dloss / count · (exp(log_prob[i, j]) − (1 − ε) [j == y_i] − ε / C),

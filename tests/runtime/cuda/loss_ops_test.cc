@@ -186,6 +186,74 @@ TEST(CudaLossOpsTest, SoftmaxCrossEntropyWithGradOverPaddedRows) {
   }
 }
 
+// The third output (fuse-sce-bgrad): dbias[j] = Σ_i dlogits[i, j], summed by the loss kernel, in
+// one block (warp rows, 4 and 16 lanes), in the cooperative grid (warp rows of 16 and 32x32
+// lanes: the MLP 4096x4's [4096, 1000]), and in the block kernel (rows of more than 1024) with
+// one and with several blocks; padded rows ({classes}) and ignored labels included. The loss and
+// dlogits as above. dbias against the CPU: a lane adds at most 32 of its rows' gradients in
+// float32 (4 passes of a one-block grid times 8 row groups of 4 lanes) before the double sums, so
+// its error is at most 32 u Σ_i |d_ij| (u = 2^-24) beyond that of dlogits (1e-5 relative each,
+// so 1e-5 Σ_i |d_ij|), plus one rounding of the result (2^-24 |want|, doubled for the CPU's).
+// Each output is poisoned before the kernel runs (the executor's NaN fill), and two replays
+// give the same bits.
+TEST(CudaLossOpsTest, SoftmaxCrossEntropyWithGradSumsTheColumns) {
+  OTTR_REQUIRE_CUDA_DEVICE();
+  int seed = 1300;
+  struct Shape {
+    int64_t n, width, classes;
+  };
+  for (const Shape& p : std::vector<Shape>{{128, 12, 10},
+                                           {100, 3, 3},
+                                           {8192, 12, 10},
+                                           {4096, 1000, 1000},
+                                           {300, 1008, 1000},
+                                           {40, 3008, 3000},
+                                           {3, 2000, 2000}}) {
+    SCOPED_TRACE(absl::StrCat("N=", p.n, " width ", p.width, " classes ", p.classes));
+    const Tensor logits = RandomOf(DType::kFloat32, {p.n, p.width}, ++seed, -5.0, 5.0);
+    const Tensor labels = Labels({p.n}, ++seed, -1, p.classes - 1, false);
+    Attrs attrs = {{"ignore_index", Attribute(int64_t{-1})}, {"label_smoothing", Attribute(0.05f)}};
+    if (p.classes != p.width) attrs["classes"] = Attribute(p.classes);
+    Case f{"SoftmaxCrossEntropyWithGrad", {In(logits), In(labels), In(ScalarOf<float>(0.75f))}, attrs, 3, kOttr};
+    runtime::TensorMap feeds;
+    auto g = BuildGraph(f, &feeds);
+    ASSERT_TRUE(g.ok()) << g.status();
+    auto cpu = runtime::cpu::CpuExecutor::Create(**g);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    auto want = (*cpu)->Run(feeds);
+    ASSERT_TRUE(want.ok()) << want.status();
+    auto got = RunCuda(f, 2);
+    ASSERT_TRUE(got.ok()) << got.status();
+    const std::vector<Tensor>& out = (*got)[0];
+    ASSERT_EQ(out.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_TRUE((*got)[1][i].BitwiseEquals(out[i])) << "output " << i << " differs between two replays";
+    }
+    for (size_t i = 0; i < 2; ++i) {
+      const absl::Status st = runtime::AllClose(out[i], (*want)[i], 1e-5, 1e-8);
+      EXPECT_TRUE(st.ok()) << "output " << i << ": " << st;
+    }
+    const Tensor& d = (*want)[1];
+    const Tensor& db = out[2];
+    ASSERT_EQ(db.num_elements(), p.width);
+    int bad = 0;
+    double largest = 0;
+    for (int64_t j = 0; j < p.width; ++j) {
+      double mag = 0;
+      for (int64_t i = 0; i < p.n; ++i) mag += std::abs(d.GetAsDouble(i * p.width + j));
+      const double w = (*want)[2].GetAsDouble(j), v = db.GetAsDouble(j);
+      const double bound = (1e-5 + 32 * std::ldexp(1.0, -24)) * mag + std::ldexp(1.0, -23) * std::abs(w);
+      if (!(std::abs(v - w) <= bound) && bad++ < 5) {
+        ADD_FAILURE() << "dbias[" << j << "] = " << v << ", CPU " << w << ", bound " << bound;
+      }
+      if (j >= p.classes) EXPECT_EQ(v, 0.0) << "padding column " << j;
+      largest = std::max(largest, std::abs(w));
+    }
+    EXPECT_EQ(bad, 0);
+    EXPECT_GT(largest, 0.0);
+  }
+}
+
 // Every row ignored: the mean is 0/0 = NaN on both.
 TEST(CudaLossOpsTest, SoftmaxCrossEntropyAllIgnoredIsNan) {
   OTTR_REQUIRE_CUDA_DEVICE();
