@@ -42,7 +42,9 @@ std::unique_ptr<Pass> CreateFoldGemmCastsPass();
 // `large_relu`: 16-bit GEMMs above the activation-epilogue size bound keep a ReLU as RELU_BIAS;
 // `large_relu_f32`: float32 (TF32) ones do.
 std::unique_ptr<Pass> CreateFuseGemmEpiloguePass(bool large_relu = false, bool large_relu_f32 = false);
-std::unique_ptr<Pass> CreateFuseGemmDActBgradPass();
+// `bgrad_to_weight_gemm`: a float32 layer whose weight-gradient GEMM can take the bias gradient
+// (fuse-gemm-bgrad's rules) leaves it there and gets drelu / dgelu (TF32 steps; see the pass).
+std::unique_ptr<Pass> CreateFuseGemmDActBgradPass(bool bgrad_to_weight_gemm = false);
 std::unique_ptr<Pass> CreateFuseGemmBgradPass();
 std::unique_ptr<Pass> CreateFuseReluGradBgradPass();
 // passes/fuse_conv.cc: Conv + Relu -> ottr::Conv {activation = "relu"}; MaxPoolGrad + the

@@ -12,7 +12,7 @@ namespace ottr::tools {
 std::set<std::string> TrainingValueFlags() {
   return {"loss", "logits", "loss-output", "ignore-index", "label-smoothing", "optimizer", "lr",
           "momentum", "dampening", "weight-decay", "beta1", "beta2", "eps", "clip-grad-norm",
-          "batch", "freeze", "dim", "multi-tensor-optimizer", "fuse-epilogues", "fuse-relu-grad-bgrad", "pad-gemm-dims", "pad-gemm-min-macs", "pad-gemm-min-rows", "large-relu-epilogue", "large-relu-epilogue-tf32", "layout",
+          "batch", "freeze", "dim", "multi-tensor-optimizer", "fuse-epilogues", "fuse-relu-grad-bgrad", "pad-gemm-dims", "pad-gemm-min-macs", "pad-gemm-min-rows", "large-relu-epilogue", "large-relu-epilogue-tf32", "tf32-bgrad-in-weight-gemm", "layout",
           "disable-passes", "precision", "keep-fp32", "loss-scale",
           "loss-scale-growth-interval"};
 }
@@ -62,6 +62,10 @@ absl::StatusOr<passes::TrainingSpec> ParseTrainingSpec(const Args& args, int64_t
   // --large-relu-epilogue-tf32 on|off: the same for float32 GEMMs (TrainingSpec::large_relu_epilogue_tf32).
   OTTR_RETURN_IF_ERROR(
       OnOff(args, "large-relu-epilogue-tf32", [&](bool on) { spec.large_relu_epilogue_tf32 = on; }));
+  // --tf32-bgrad-in-weight-gemm on|off: TF32 bias gradients in the weight-gradient GEMMs rather
+  // than the data gradients' DRELU_BGRAD (TrainingSpec::tf32_bgrad_in_weight_gemm).
+  OTTR_RETURN_IF_ERROR(
+      OnOff(args, "tf32-bgrad-in-weight-gemm", [&](bool on) { spec.tf32_bgrad_in_weight_gemm = on; }));
   // --pad-gemm-dims on|off (default on: passes/training.h, TrainingSpec::pad_gemm_dims).
   OTTR_RETURN_IF_ERROR(OnOff(args, "pad-gemm-dims", [&](bool on) { spec.pad_gemm_dims = on; }));
   // --pad-gemm-min-macs N: pad-gemm-dims leaves GEMMs of fewer than N multiply-adds (m·n·k) alone.

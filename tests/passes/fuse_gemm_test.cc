@@ -12,10 +12,12 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "importer/onnx_importer.h"
+#include "ir/fused_gemm.h"
 #include "ir/op_registry.h"
 #include "ir/parser.h"
 #include "ir/verifier.h"
 #include "passes/fusion_passes.h"
+#include "passes/fusion_util.h"
 #include "passes/memory_planner.h"
 #include "passes/training.h"
 #include "runtime/cpu/cpu_executor.h"
@@ -376,6 +378,42 @@ TEST(FuseGemmDActBgradTest, FusesReluGradAndBiasGradientIntoTheDxGemm) {
   testing::ExpectSameOutputs(r, 11);
 }
 
+// TF32 steps (bgrad_to_weight_gemm): the bias gradient stays a ReduceSum for fuse-gemm-bgrad,
+// which puts it into the weight-gradient GEMM reading the same dh; the dX GEMM gets drelu.
+TEST(FuseGemmDActBgradTest, LeavesTheBiasGradientToTheWeightGemm) {
+  Result r = RunPass(passes::CreateFuseGemmDActBgradPass(/*bgrad_to_weight_gemm=*/true), kBackward);
+  ASSERT_TRUE(r.after);
+  EXPECT_TRUE(r.changed);
+  EXPECT_TRUE(absl::StrContains(IrBody(*r.after), "%dh : f32[8,16] = ottr::FusedGemm(%dy, %w2, _, %a.relu_mask) "
+                                                "{epilogue = \"drelu\"}"))
+      << IrBody(*r.after);
+  EXPECT_EQ(CountOps(*r.after, "ReduceSum"), 1);
+  EXPECT_TRUE(absl::StrContains(r.remarks, "(the bias gradient left to the weight-gradient GEMM: fuse-gemm-bgrad)"))
+      << r.remarks;
+  testing::ExpectSameOutputs(r, 11);
+  Result b = RunPass(passes::CreateFuseGemmBgradPass(), r.after->ToString());
+  ASSERT_TRUE(b.after);
+  EXPECT_TRUE(absl::StrContains(IrBody(*b.after), "%w1.grad : f32[16,32], %b1.grad : f32[16] = ottr::FusedGemm(%dh, "
+                                                "%x) {epilogue = \"bgrada\", transA = 1}"))
+      << IrBody(*b.after);
+  EXPECT_EQ(CountOps(*b.after, "ReduceSum"), 0);
+  b.before = std::move(r.before);  // against the unfused original
+  testing::ExpectSameOutputs(b, 11);
+}
+
+// Where no weight-gradient GEMM can take it (alpha is not 1), the dX GEMM keeps drelu_bgrad.
+TEST(FuseGemmDActBgradTest, KeepsDReluBgradWhenTheWeightGemmCannotTakeIt) {
+  std::string text = kBackward;
+  const std::string from = "Gemm(%dh, %x) {transA = 1}";
+  ASSERT_NE(text.find(from), std::string::npos);
+  text.replace(text.find(from), from.size(), "Gemm(%dh, %x) {alpha = 0.5, transA = 1}");
+  Result r = RunPass(passes::CreateFuseGemmDActBgradPass(/*bgrad_to_weight_gemm=*/true), text);
+  ASSERT_TRUE(r.after);
+  EXPECT_TRUE(absl::StrContains(IrBody(*r.after), "{epilogue = \"drelu_bgrad\"}")) << IrBody(*r.after);
+  EXPECT_EQ(CountOps(*r.after, "ReduceSum"), 0);
+  testing::ExpectSameOutputs(r, 11);
+}
+
 TEST(FuseGemmDActBgradTest, WithoutABiasGradientUsesDRelu) {
   std::string text = kBackward;
   text = text.substr(0, text.find("  %axes")) + "  %w1.grad : f32[16,32] = Gemm(%dh, %x) {transA = 1} origin \"g\"\n"
@@ -587,6 +625,42 @@ TEST(FuseGemmTrainingTest, MlpStepFusesEveryLayerAndComputesTheSameBits) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_TRUE(passes::VerifyPlan(*fused, *plan).ok());
   ExpectStepsBitwiseEqual(*plain, *fused, {16, 784});
+}
+
+// A TF32 step (tf32_bgrad_in_weight_gemm, the default): both hidden layers' bias gradients go
+// into their weight-gradient GEMMs (bgrada), the data gradients get drelu; the same bits as the
+// unfused step on the CPU reference.
+TEST(FuseGemmTrainingTest, Tf32MlpStepPutsTheBiasGradientsInTheWeightGemms) {
+  auto forward = importer::ImportModelFile(testing::SourcePath("models/mlp/model.onnx"));
+  ASSERT_TRUE(forward.ok()) << forward.status();
+  passes::TrainingSpec spec;
+  spec.batch = 16;
+  spec.expose_gradients = true;
+  spec.precision = passes::Precision::kTf32;
+  spec.kmajor_gemm_operands = false;
+  spec.pad_tf32_gemms = false;
+  spec.fuse_epilogues = true;
+  auto fused = passes::BuildTrainingGraph(**forward, spec);
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  int drelu = 0, drelu_bgrad = 0, bgrada = 0;
+  for (const ir::Node* n : (*fused)->nodes()) {
+    const auto e = passes::fusion::FusedEpilogueOf(n);
+    if (!e) continue;
+    drelu += *e == ir::FusedEpilogue::kDRelu;
+    drelu_bgrad += *e == ir::FusedEpilogue::kDReluBgrad;
+    bgrada += *e == ir::FusedEpilogue::kBgradA;
+  }
+  EXPECT_EQ(drelu, 2);
+  EXPECT_EQ(drelu_bgrad, 0);
+  EXPECT_EQ(bgrada, 3);
+  EXPECT_EQ(CountOps(**fused, "ReduceSum"), 0);
+  spec.tf32_bgrad_in_weight_gemm = false;
+  auto before = passes::BuildTrainingGraph(**forward, spec);
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_EQ(CountOps(**before, "FusedGemm"), 6);  // 2 drelu_bgrad, 1 bgrada, as in float32
+  auto plain = Step("models/mlp/model.onnx", 16, false);
+  ASSERT_TRUE(plain);
+  ExpectStepsBitwiseEqual(*plain, **fused, {16, 784});
 }
 
 TEST(FuseGemmTrainingTest, CnnStepFusesTheDenseLayersAndComputesTheSameBits) {
