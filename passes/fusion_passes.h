@@ -25,6 +25,9 @@
 //   fuse-sce-bgrad        a bias gradient ReduceSum of dlogits still left over (a float32 GEMM too
 //                         large for TF32 BGRAD) -> a third output of the loss node, summed by the
 //                         loss kernel as it writes dlogits (fuse_sce_grad.cc)
+//   fuse-linear-sce       a float32 classifier of <= 32 classes, the loss node and the data gradient
+//                         GEMM through it (drelu / none) -> one ottr::LinearSoftmaxCrossEntropyWithGrad
+//                         (fuse_sce_grad.cc)
 //
 // fold-gemm-casts runs first so that the others see the f32 products the Casts hid (the next
 // passes take an ottr::FusedGemm none / bias as they take a Gemm / MatMul). dact-bgrad runs before bgrad because it removes two kernels per layer where bgrad removes one.
@@ -58,6 +61,10 @@ std::unique_ptr<Pass> CreateFuseMaxPoolReluGradPass();
 // dlogits to the GEMM type) -> one ottr::SoftmaxCrossEntropyWithGrad, no log_prob in between.
 std::unique_ptr<Pass> CreateFuseSceGradPass();
 std::unique_ptr<Pass> CreateFuseSceBgradPass();
+// fuse-linear-sce: a float32 classifier FusedGemm of <= 32 classes, its SoftmaxCrossEntropyWithGrad
+// and the drelu / none FusedGemm of dlogits and the same weight -> one
+// ottr::LinearSoftmaxCrossEntropyWithGrad (fuse_sce_grad.cc).
+std::unique_ptr<Pass> CreateFuseLinearScePass();
 // passes/kmajor_gemm.cc: a large float32 GEMM whose operands both have k as their slow axis (the
 // weight gradients Xᵀ·dY) gets one operand transposed first, so TF32 Tensor Cores read it K-major.
 std::unique_ptr<Pass> CreateKMajorGemmOperandsPass();

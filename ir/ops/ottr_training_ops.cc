@@ -15,6 +15,14 @@
 //     output folded) and dlogits is [N, C], zero in columns K.. (the Slice's gradient folded).
 //     An optional third output dbias [C] = Σ_i dlogits[i, :] (fuse-sce-bgrad: the bias gradient
 //     of the GEMM before, ReduceSum(dlogits, [0]) folded), summed as ReduceSum does.
+//   ottr::LinearSoftmaxCrossEntropyWithGrad(x f32[N,K], w, [bias f32[C]], labels i64[N], dloss f32[],
+//       [mask u8[N, ReluMaskRowBytes(K)]]) -> (loss f32[], dlogits f32[N,C], dx f32[N,K])
+//     {transB, ignore_index, label_smoothing} (fuse-linear-sce: the classifier GEMM, the loss and
+//     the data gradient through the GEMM in one node): logits = x · op(w) + bias, op(w) = wᵀ with
+//     w [C, K] for transB = 1, else w [K, C]; (loss, dlogits) = SoftmaxCrossEntropyWithGrad(logits,
+//     labels, dloss); dx = dlogits · op(w)ᵀ, zero where the ReLU bit mask (ir/fused_gemm.h) of
+//     x's producer is clear when a mask is given (the drelu epilogue). Float32; the logits are
+//     not an output.
 //   ottr::SGDUpdate(param, grad, lr f32[], step i64[], [buf]) -> (param', [buf'])
 //     PyTorch SGD: g = grad + wd · param; buf = g on step 1, else momentum · buf + (1 - dampening) · g;
 //     g = g + momentum · buf (nesterov) or buf; param' = param - lr · g
@@ -177,6 +185,39 @@ absl::Status InferSceWithGrad(InferenceContext& ctx) {
   return absl::OkStatus();
 }
 
+absl::Status InferLinearSce(InferenceContext& ctx) {
+  if (!ctx.has_input(3) || !ctx.has_input(4)) return ctx.Error("needs the labels (input 3) and dloss (input 4)");
+  OTTR_ASSIGN_OR_RETURN(Shape x, RankedInput(ctx, 0));
+  OTTR_ASSIGN_OR_RETURN(Shape w, RankedInput(ctx, 1));
+  if (x.size() != 2 || w.size() != 2) {
+    return ctx.Error(absl::StrCat("x and w must be matrices, got ", ShapeToString(x), " and ", ShapeToString(w)));
+  }
+  const bool trans_b = ctx.node().GetInt("transB", 0) != 0;
+  const Dim c = trans_b ? w[0] : w[1];
+  const Dim wk = trans_b ? w[1] : w[0];
+  if (x[1].is_static() && wk.is_static() && x[1].value() != wk.value()) {
+    return ctx.Error(absl::StrCat("x ", ShapeToString(x), " and w ", ShapeToString(w), " (transB = ", trans_b ? 1 : 0,
+                                  ") disagree on K"));
+  }
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    if (i == 3 || i == 5 || !ctx.has_input(i)) continue;
+    if (ctx.input_type(i).dtype != DType::kFloat32) {
+      return ctx.Error(absl::StrCat("input ", i, " is ", ctx.input_type(i).ToString(), "; the fused node is float32"));
+    }
+  }
+  const DType lt = ctx.input_type(3).dtype;
+  if (lt != DType::kInt64 && lt != DType::kInt32) {
+    return ctx.Error(absl::StrCat("labels must be int32 or int64, got ", DTypeName(lt)));
+  }
+  if (ctx.has_input(5) && ctx.input_type(5).dtype != DType::kUInt8) {
+    return ctx.Error(absl::StrCat("the ReLU mask must be uint8, got ", ctx.input_type(5).ToString()));
+  }
+  ctx.set_output_type(0, TensorType(DType::kFloat32, Shape{}));
+  ctx.set_output_type(1, TensorType(DType::kFloat32, Shape{x[0], c}));
+  ctx.set_output_type(2, TensorType(DType::kFloat32, x));
+  return absl::OkStatus();
+}
+
 absl::Status InferParamUpdate(InferenceContext& ctx) {
   for (int i = 0; i < ctx.num_outputs(); ++i) {
     // Outputs mirror (param, states...): output 0 is the param, output k the k-th state input.
@@ -247,6 +288,15 @@ void RegisterOptimizerOps(OpRegistry& r) {
                  .Attr("grad_type", K::kInt)
                  .Attr("classes", K::kInt)
                  .Shape(InferSceWithGrad)
+                 .NotDifferentiable()
+                 .Build());
+  r.Register(OpSchemaBuilder(std::string(kOttrDomain), "LinearSoftmaxCrossEntropyWithGrad")
+                 .Inputs(2, 6)  // the bias (2) may be omitted; InferLinearSce requires 3 and 4
+                 .Outputs(3, 3)
+                 .Attr("transB", K::kInt)
+                 .Attr("ignore_index", K::kInt)
+                 .Attr("label_smoothing", K::kFloat)
+                 .Shape(InferLinearSce)
                  .NotDifferentiable()
                  .Build());
   r.Register(OpSchemaBuilder(std::string(kOttrDomain), "SGDUpdate")

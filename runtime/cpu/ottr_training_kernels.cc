@@ -6,8 +6,10 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "ir/fused_gemm.h"
 #include "ir/optimizer_update.h"
 #include "runtime/cpu/elementwise_common.h"
+#include "runtime/cpu/gemm.h"
 #include "ir/status.h"
 #include "runtime/cpu/kernel.h"
 
@@ -178,6 +180,68 @@ absl::Status SceWithGrad(KernelContext& ctx) {
         db.data<float>()[j] = static_cast<float>(sums[j]);
       } else {
         db.data<double>()[j] = sums[j];
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ottr::LinearSoftmaxCrossEntropyWithGrad (fuse-linear-sce): the three nodes it replaces, with
+// their arithmetic: the FusedGemm bias (or none) epilogue (bias rows, then GemmGeneric with beta
+// 1), SoftmaxCrossEntropyWithGrad (SceRows, SceGradRows), and the FusedGemm drelu (or none) of
+// dlogits (GemmGeneric, then zero where the mask bit is clear). Same bits as the unfused step.
+absl::Status LinearSceWithGrad(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  const Tensor& labels = ctx.input(3);
+  const bool tb = ctx.attr_int("transB", 0) != 0;
+  if (x.dtype() != DType::kFloat32 || w.dtype() != DType::kFloat32) {
+    return ctx.Unsupported(absl::StrCat("x ", ir::DTypeName(x.dtype()), " and w ", ir::DTypeName(w.dtype()),
+                                        " (float32 only)"));
+  }
+  if (x.rank() != 2 || w.rank() != 2) return ctx.Error("x and w must be matrices");
+  const int64_t n = x.dim(0), k = x.dim(1);
+  const int64_t c = tb ? w.dim(0) : w.dim(1);
+  if ((tb ? w.dim(1) : w.dim(0)) != k) {
+    return ctx.Error(absl::StrCat("x [", n, ", ", k, "] and w [", w.dim(0), ", ", w.dim(1), "] (transB = ", tb ? 1 : 0,
+                                  ") disagree on K"));
+  }
+  if (labels.num_elements() != n) return ctx.Error("labels and x disagree on the batch size");
+  const bool has_bias = ctx.has_input(2);
+  if (has_bias && ctx.input(2).num_elements() != c) {
+    return ctx.Error(absl::StrCat("the bias has ", ctx.input(2).num_elements(), " elements for ", c, " classes"));
+  }
+  const bool has_mask = ctx.has_input(5);
+  const int64_t mask_row = ir::ReluMaskRowBytes(k);
+  if (has_mask && ctx.input(5).num_elements() != n * mask_row) {
+    return ctx.Error(absl::StrCat("the ReLU mask has ", ctx.input(5).num_elements(), " bytes, expected ", n, " x ",
+                                  mask_row));
+  }
+  const int64_t ignore = ctx.attr_int("ignore_index", -100);
+  const double eps = ctx.attr_float("label_smoothing", 0.0f);
+  absl::Status s = CheckLabels(ctx, labels, c, ignore);
+  if (!s.ok()) return s;
+  Tensor logits(DType::kFloat32, {n, c});
+  if (has_bias) {
+    for (int64_t i = 0; i < n; ++i) std::memcpy(logits.data<float>() + i * c, ctx.input(2).data<float>(), c * 4);
+  }
+  if (n > 0 && c > 0) {
+    GemmGeneric<float>(false, tb, n, c, k, 1.0, x.data<float>(), k, w.data<float>(), w.dim(1), has_bias ? 1.0 : 0.0,
+                       logits.data<float>(), c);
+  }
+  Tensor lp(DType::kFloat32, {n, c});
+  const float loss = SceRows<float>(logits.data<float>(), labels, n, c, ignore, eps, lp.data<float>());
+  ctx.AllocateOutput(0, DType::kFloat32, {}).data<float>()[0] = loss;
+  Tensor& d = ctx.AllocateOutput(1, DType::kFloat32, {n, c});
+  SceGradRows<float>(ctx.input(4).GetAsDouble(0), lp.data<float>(), labels, n, c, ignore, eps, d.data<float>());
+  Tensor& dx = ctx.AllocateOutput(2, DType::kFloat32, {n, k});
+  float* dp = dx.data<float>();
+  if (n > 0 && k > 0) GemmGeneric<float>(false, !tb, n, k, c, 1.0, d.data<float>(), c, w.data<float>(), w.dim(1), 0.0, dp, k);
+  if (has_mask) {
+    const uint8_t* mp = ctx.input(5).data<uint8_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < k; ++j) {
+        if (!((mp[i * mask_row + j / 8] >> (j % 8)) & 1u)) dp[i * k + j] = 0.0f;
       }
     }
   }
@@ -441,6 +505,7 @@ void RegisterOttrTrainingKernels(KernelRegistry& r) {
   r.Register(d, "SoftmaxCrossEntropyWithGrad", [](KernelContext& c) {
     return DispatchFloat<SceWithGradOp>(c, c.input(0).dtype());
   });
+  r.Register(d, "LinearSoftmaxCrossEntropyWithGrad", LinearSceWithGrad);
   r.Register(d, "SGDUpdate", [](KernelContext& c) { return DispatchFloat<SgdOp>(c, c.input(0).dtype()); });
   r.Register(d, "AdamUpdate", [](KernelContext& c) { return DispatchFloat<AdamOp>(c, c.input(0).dtype()); });
   r.Register(d, "SGDUpdateN", [](KernelContext& c) { return DispatchFloat<SgdNOp>(c, c.input(2).dtype()); });

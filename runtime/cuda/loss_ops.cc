@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ir/fused_gemm.h"
 #include "ir/status.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/cuda_status.h"
@@ -239,6 +240,82 @@ absl::StatusOr<CompiledOp> CompileSceWithGrad(OpCompileContext& ctx) {
   return op;
 }
 
+// ottr::LinearSoftmaxCrossEntropyWithGrad (fuse-linear-sce): x [N, K], w, [bias], labels, dloss,
+// [mask] -> loss, dlogits, dx; one launch (kernels::LaunchLinearSce).
+absl::StatusOr<CompiledOp> CompileLinearSce(OpCompileContext& ctx) {
+  for (int i : {0, 1, 2, 4}) {
+    if (i == 2 && !ctx.has_input(2)) continue;
+    if (ctx.input_type(i).dtype != DType::kFloat32) {
+      return ctx.Unsupported(absl::StrCat("input ", i, " has element type ", ir::DTypeName(ctx.input_type(i).dtype),
+                                          "; the fused classifier, loss and gradient are float32"));
+    }
+  }
+  OTTR_RETURN_IF_ERROR(RequireLabels(ctx, 3));
+  const std::vector<int64_t> xd = ctx.input_dims(0), wd = ctx.input_dims(1);
+  if (xd.size() != 2 || wd.size() != 2) {
+    return ctx.Error(absl::StrCat("x and w must be matrices, got ", DimsString(xd), " and ", DimsString(wd)));
+  }
+  const bool trans_b = ctx.node().GetInt("transB", 0) != 0;
+  const int64_t n = xd[0], k = xd[1];
+  const int64_t c = trans_b ? wd[0] : wd[1];
+  if ((trans_b ? wd[1] : wd[0]) != k) {
+    return ctx.Error(absl::StrCat("x ", DimsString(xd), " and w ", DimsString(wd), " disagree on K"));
+  }
+  if (c < 1 || c > kernels::kLinearSceMaxClasses) {
+    return ctx.Unsupported(absl::StrCat(c, " classes (the fused kernel holds at most ",
+                                        kernels::kLinearSceMaxClasses, " per row)"));
+  }
+  if (ctx.input_dims(3) != std::vector<int64_t>{n}) {
+    return ctx.Error(absl::StrCat("labels ", DimsString(ctx.input_dims(3)), " must be [", n, "]"));
+  }
+  if (ir::NumElements(ctx.input_dims(4)) != 1) {
+    return ctx.Error(absl::StrCat("dloss must be a scalar, got ", DimsString(ctx.input_dims(4))));
+  }
+  if (ctx.has_input(2) && ir::NumElements(ctx.input_dims(2)) != c) {
+    return ctx.Error(absl::StrCat("bias ", DimsString(ctx.input_dims(2)), " must have ", c, " elements"));
+  }
+  const bool has_mask = ctx.has_input(5);
+  const int64_t mask_ld = ir::ReluMaskRowBytes(k);
+  if (has_mask && (ctx.input_type(5).dtype != DType::kUInt8 || ir::NumElements(ctx.input_dims(5)) != n * mask_ld)) {
+    return ctx.Error(absl::StrCat("the ReLU mask ", ctx.input_type(5).ToString(), " must be u8[", n, ",", mask_ld, "]"));
+  }
+  kernels::LinearSceArgs base;
+  base.labels64 = ctx.input_type(3).dtype == DType::kInt64;
+  base.dloss_dtype = Code(ctx.input_type(4).dtype);
+  base.mask_ld = mask_ld;
+  base.n = n;
+  base.k = k;
+  base.c = static_cast<int>(c);
+  base.trans_b = trans_b;
+  base.ignore_index = ctx.node().GetInt("ignore_index", -100);
+  base.label_smoothing = ctx.node().GetFloat("label_smoothing", 0.0f);
+  // Outputs nobody reads go to the workspace, after the kernel's partials.
+  const int64_t kernel_ws = Align256(kernels::LinearSceWorkspaceBytes(n));
+  const int64_t loss_ws = 256;
+  const int64_t dlogits_ws = ctx.output_needed(1) ? 0 : Align256(n * c * 4);
+  const int64_t dx_ws = ctx.output_needed(2) ? 0 : Align256(n * k * 4);
+  CompiledOp op;
+  op.workspace_bytes = kernel_ws + loss_ws + dlogits_ws + dx_ws;
+  op.counter_bytes = kernels::LinearSceCounterBytes(n);
+  op.launch = [=](const LaunchArgs& a) -> absl::Status {
+    char* ws = static_cast<char*>(a.workspace);
+    kernels::LinearSceArgs args = base;
+    args.x = static_cast<const float*>(a.inputs[0]);
+    args.w = static_cast<const float*>(a.inputs[1]);
+    args.bias = static_cast<const float*>(a.inputs[2]);
+    args.labels = a.inputs[3];
+    args.dloss = a.inputs[4];
+    args.mask = has_mask ? static_cast<const uint8_t*>(a.inputs[5]) : nullptr;
+    args.loss = static_cast<float*>(a.outputs[0] != nullptr ? a.outputs[0] : ws + kernel_ws);
+    args.dlogits = static_cast<float*>(a.outputs[1] != nullptr ? a.outputs[1] : ws + kernel_ws + loss_ws);
+    args.dx = static_cast<float*>(a.outputs[2] != nullptr ? a.outputs[2] : ws + kernel_ws + loss_ws + dlogits_ws);
+    NvtxRange range("LinearSoftmaxCrossEntropyWithGrad");
+    OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchLinearSce(args, a.workspace, a.counters, a.stream));
+    return absl::OkStatus();
+  };
+  return op;
+}
+
 // ---------------------------------------------------------------------------------------------
 // ONNX SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss and their backward ops.
 
@@ -375,6 +452,7 @@ void RegisterLossCudaOps(CudaOpRegistry& r) {
   r.Register(ottr, "SoftmaxCrossEntropy", CompileSce);
   r.Register(ottr, "SoftmaxCrossEntropyGrad", CompileSceGrad);
   r.Register(ottr, "SoftmaxCrossEntropyWithGrad", CompileSceWithGrad);
+  r.Register(ottr, "LinearSoftmaxCrossEntropyWithGrad", CompileLinearSce);
   r.Register("", "SoftmaxCrossEntropyLoss", [](OpCompileContext& c) { return CompileClassLoss(c, true); });
   r.Register("", "NegativeLogLikelihoodLoss", [](OpCompileContext& c) { return CompileClassLoss(c, false); });
   r.Register(ottr, "SoftmaxCrossEntropyLossGrad", [](OpCompileContext& c) { return CompileClassLossGrad(c, true); });

@@ -7,7 +7,9 @@
 // to finish adds them, in the same launch). No floating-point atomics.
 #include "runtime/cuda/kernels/loss_kernels.h"
 
+#include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <type_traits>
 #include <utility>
 
@@ -577,6 +579,211 @@ cudaError_t SceForwardTyped(const void* xv, const void* labels, bool l64, void* 
 }
 
 // ---------------------------------------------------------------------------------------------
+// ottr::LinearSoftmaxCrossEntropyWithGrad (loss_kernels.h): the classifier GEMM, the loss and
+// the data gradient through the GEMM, a warp per kRows rows.
+
+constexpr int kLinBlock = 128;           // 4 warps: 32 blocks for a batch of 128 rows
+constexpr int64_t kLinSelfCount = 1024;  // up to this many rows every block counts the labels
+
+// W(j, k) of the classifier weight: w[j · cs + k · ks].
+struct LinWeight {
+  const float* w;
+  int64_t cs, ks;
+  __device__ __forceinline__ float at(int j, int64_t k) const { return __ldg(w + j * cs + k * ks); }
+  // W(j, k..k+3) with ks == 1 and 16-byte alignment (kVec).
+  __device__ __forceinline__ float4 at4(int j, int64_t k) const {
+    return __ldg(reinterpret_cast<const float4*>(w + j * cs + k));
+  }
+};
+
+// kMaxC >= c classes in registers; kRows rows per warp (their weight loads shared); kVec: float4
+// loads along K (w [C, K], K % 4 == 0, x / w / dx 16-byte aligned).
+template <int kMaxC, int kRows, bool kVec>
+__global__ void __launch_bounds__(kLinBlock)
+    LinearSceKernel(LinearSceArgs a, LinWeight w, double* __restrict__ partial, SceScaleSource src, SceSync* sync) {
+  __shared__ double sm[32];
+  __shared__ double s_loss[kLinBlock / 32];
+  __shared__ double s_cnt[kLinBlock / 32];
+  const int lane = threadIdx.x & 31;
+  const int warp_in_block = threadIdx.x >> 5;
+  const int c = a.c;
+  const int64_t k_len = a.k;
+  const double eps = a.label_smoothing;
+  const double scale = ReadSceScale(src, true, a.labels, a.labels64, a.n, a.ignore_index, sm);
+  double acc = 0, cnt = 0;  // lane 0: the warp's rows' losses and their count
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * (kLinBlock / 32) * kRows;
+  for (int64_t first = (static_cast<int64_t>(blockIdx.x) * (kLinBlock / 32) + warp_in_block) * kRows; first < a.n;
+       first += stride) {
+    bool valid[kRows];
+    int64_t row[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      valid[r] = first + r < a.n;
+      row[r] = valid[r] ? first + r : first;  // a missing second row repeats the first, unwritten
+    }
+    // z[r][j]: this lane's share of row r's logit j.
+    float z[kRows][kMaxC];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+      for (int j = 0; j < kMaxC; ++j) z[r][j] = 0.0f;
+    }
+    if constexpr (kVec) {
+      for (int64_t k0 = 4 * lane; k0 < k_len; k0 += 128) {
+        float4 xv[kRows];
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) xv[r] = *reinterpret_cast<const float4*>(a.x + row[r] * k_len + k0);
+#pragma unroll
+        for (int j = 0; j < kMaxC; ++j) {
+          if (j < c) {
+            const float4 wv = w.at4(j, k0);
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) {
+              z[r][j] = fmaf(xv[r].x, wv.x, z[r][j]);
+              z[r][j] = fmaf(xv[r].y, wv.y, z[r][j]);
+              z[r][j] = fmaf(xv[r].z, wv.z, z[r][j]);
+              z[r][j] = fmaf(xv[r].w, wv.w, z[r][j]);
+            }
+          }
+        }
+      }
+    } else {
+      for (int64_t k = lane; k < k_len; k += 32) {
+        float xv[kRows];
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) xv[r] = a.x[row[r] * k_len + k];
+#pragma unroll
+        for (int j = 0; j < kMaxC; ++j) {
+          if (j < c) {
+            const float wv = w.at(j, k);
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) z[r][j] = fmaf(xv[r], wv, z[r][j]);
+          }
+        }
+      }
+    }
+    // The xor tree leaves the same sums (bit for bit: a + b == b + a) in every lane.
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+      for (int j = 0; j < kMaxC; ++j) {
+        if (j < c) {
+          z[r][j] = nl::WarpSum(z[r][j]);
+          if (a.bias != nullptr) z[r][j] += __ldg(a.bias + j);
+        }
+      }
+    }
+    // The softmax, the loss terms and dlogits, as SceForwardWarpKernel computes them (every lane
+    // all of a row's classes: they are in its registers); z[r] becomes dlogits.
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      float m = -std::numeric_limits<float>::infinity();
+#pragma unroll
+      for (int j = 0; j < kMaxC; ++j) {
+        if (j < c) m = max(m, z[r][j]);
+      }
+      double s = 0;
+#pragma unroll
+      for (int j = 0; j < kMaxC; ++j) {
+        if (j < c) s += static_cast<double>(ExpC(z[r][j] - m));
+      }
+      const double lse = static_cast<double>(m) + log(s);
+      const int64_t y = valid[r] ? LoadLabel(a.labels, a.labels64, row[r]) : a.ignore_index;
+      double all = 0, lpy = 0;
+      float mine = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kMaxC; ++j) {
+        if (j < c) {
+          const double l = static_cast<double>(static_cast<float>(static_cast<double>(z[r][j]) - lse));
+          all += l;
+          if (j == y) lpy = l;
+          z[r][j] = SceGradAt<float, float>(l, j, y, c, a.ignore_index, eps, scale);
+          if (j == lane) mine = z[r][j];
+        }
+      }
+      if (valid[r] && lane < c) a.dlogits[row[r] * c + lane] = mine;
+      if (valid[r] && lane == 0 && y != a.ignore_index) {
+        acc += (y < 0 || y >= c) ? NaN() : (1.0 - eps) * -lpy + eps / c * -all;
+        cnt += 1.0;
+      }
+    }
+    // dx = dlogits · W, through the ReLU mask.
+    auto masked = [&](int r, int64_t k, float v) {
+      if (a.mask == nullptr) return v;
+      const bool on = (a.mask[row[r] * a.mask_ld + (k >> 3)] >> (k & 7)) & 1u;
+      return on ? v : 0.0f;
+    };
+    if constexpr (kVec) {
+      for (int64_t k0 = 4 * lane; k0 < k_len; k0 += 128) {
+        float4 o[kRows];
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) o[r] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+        for (int j = 0; j < kMaxC; ++j) {
+          if (j < c) {
+            const float4 wv = w.at4(j, k0);
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) {
+              o[r].x = fmaf(z[r][j], wv.x, o[r].x);
+              o[r].y = fmaf(z[r][j], wv.y, o[r].y);
+              o[r].z = fmaf(z[r][j], wv.z, o[r].z);
+              o[r].w = fmaf(z[r][j], wv.w, o[r].w);
+            }
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          if (!valid[r]) continue;
+          o[r].x = masked(r, k0, o[r].x);
+          o[r].y = masked(r, k0 + 1, o[r].y);
+          o[r].z = masked(r, k0 + 2, o[r].z);
+          o[r].w = masked(r, k0 + 3, o[r].w);
+          *reinterpret_cast<float4*>(a.dx + row[r] * k_len + k0) = o[r];
+        }
+      }
+    } else {
+      for (int64_t k = lane; k < k_len; k += 32) {
+        float o[kRows] = {};
+#pragma unroll
+        for (int j = 0; j < kMaxC; ++j) {
+          if (j < c) {
+            const float wv = w.at(j, k);
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) o[r] = fmaf(z[r][j], wv, o[r]);
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          if (valid[r]) a.dx[row[r] * k_len + k] = masked(r, k, o[r]);
+        }
+      }
+    }
+  }
+  // The block's loss partial (warps in order), then the grid's (the last block, fixed order).
+  if ((threadIdx.x & 31) == 0) {
+    s_loss[warp_in_block] = acc;
+    s_cnt[warp_in_block] = cnt;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0, count = 0;
+    for (int i = 0; i < kLinBlock / 32; ++i) {
+      total += s_loss[i];
+      count += s_cnt[i];
+    }
+    WriteBlockResult<float>(total, count, true, a.loss, nullptr, partial);
+  }
+  FinishGrid<float>(sync, partial, a.loss);
+}
+
+template <int kMaxC, int kRows>
+cudaError_t LaunchLinearSceAs(const LinearSceArgs& a, const LinWeight& w, bool vec, SceForwardPlan p, bool coop,
+                              double* partial, const SceScaleSource& src, SceSync* sync, cudaStream_t s) {
+  if (vec) return LaunchSce(LinearSceKernel<kMaxC, kRows, true>, p, coop, s, a, w, partial, src, sync);
+  return LaunchSce(LinearSceKernel<kMaxC, kRows, false>, p, coop, s, a, w, partial, src, sync);
+}
+
+// ---------------------------------------------------------------------------------------------
 // ottr::SoftmaxCrossEntropyGrad.
 
 // kSingle: one block computes the scale itself; otherwise it is read from `scale_in`.
@@ -894,6 +1101,42 @@ cudaError_t LaunchSceWithGrad(int dtype, int grad_dtype, int dloss_dtype, const 
   });
   if (err != cudaSuccess) return err;
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
+}
+
+int64_t LinearSceWorkspaceBytes(int64_t n) { return 2 * kMaxPartials * static_cast<int64_t>(sizeof(double)); }
+
+int64_t LinearSceCounterBytes(int64_t n) { return sizeof(SceSync); }
+
+cudaError_t LaunchLinearSce(const LinearSceArgs& a, void* workspace, void* counters, cudaStream_t stream) {
+  if (a.c < 1 || a.c > kLinearSceMaxClasses || a.n < 0 || a.k < 0) return cudaErrorInvalidValue;
+  if (a.n == 0) return cudaSuccess;
+  if (a.n > 1 && counters == nullptr) return cudaErrorInvalidValue;
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const bool vec = a.trans_b && a.k % 4 == 0 && aligned(a.x) && aligned(a.w) && aligned(a.dx);
+  const LinWeight w{a.w, a.trans_b ? a.k : 1, a.trans_b ? 1 : static_cast<int64_t>(a.c)};
+  // Two rows per warp from 4096 rows on: the weight loads serve both.
+  const int rows = a.n >= 4096 ? 2 : 1;
+  SceForwardPlan p;
+  p.threads = kLinBlock;
+  p.grid = static_cast<int>(std::min<int64_t>((a.n + (kLinBlock / 32) * rows - 1) / ((kLinBlock / 32) * rows),
+                                              kMaxPartials));
+  SceSync* sync = static_cast<SceSync*>(counters);
+  SceScaleSource src;
+  src.dloss = a.dloss;
+  src.dloss_dtype = a.dloss_dtype;
+  const bool coop = p.grid > 1 && a.n > kLinSelfCount;
+  if (coop) src.sync = sync;
+  double* partial = static_cast<double*>(workspace);
+  cudaError_t err;
+  if (a.c <= 16) {
+    err = rows == 2 ? LaunchLinearSceAs<16, 2>(a, w, vec, p, coop, partial, src, sync, stream)
+                    : LaunchLinearSceAs<16, 1>(a, w, vec, p, coop, partial, src, sync, stream);
+  } else {
+    err = rows == 2 ? LaunchLinearSceAs<32, 2>(a, w, vec, p, coop, partial, src, sync, stream)
+                    : LaunchLinearSceAs<32, 1>(a, w, vec, p, coop, partial, src, sync, stream);
+  }
+  if (err != cudaSuccess) return err;
+  return cudaGetLastError();
 }
 
 int64_t NllLossWorkspaceBytes(int64_t n, int64_t c, int64_t d) { return 2 * kMaxPartials * sizeof(double); }

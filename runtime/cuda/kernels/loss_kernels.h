@@ -54,6 +54,43 @@ cudaError_t LaunchSceWithGrad(int dtype, int grad_dtype, int dloss_dtype, const 
                               void* counters = nullptr, int64_t ld = 0, float* dbias = nullptr,
                               void* bias_workspace = nullptr);
 
+// ottr::LinearSoftmaxCrossEntropyWithGrad (fuse-linear-sce), float32: the classifier GEMM, the
+// loss with its gradient, and the data gradient through the GEMM in one launch, for C <= 32:
+//   logits[i, j] = Σ_k x[i, k] · W(j, k) + bias[j]     (W(j, k) = w[j·K + k] with trans_b, w [C, K];
+//                                                        else w[k·C + j], w [K, C]; bias may be null)
+//   loss, dlogits = as LaunchSceWithGrad from those logits (kept in registers, never stored)
+//   dx[i, k] = Σ_j dlogits[i, j] · W(j, k), zero where `mask` (a ReLU bit mask, ir/fused_gemm.h:
+//              row i at mask + i·mask_ld, bit k) is clear; no mask: no zeroing.
+// A warp owns a row (or two): its lanes split K, a xor tree adds the C partial dot products so
+// every lane holds the row's logits (fixed order: deterministic), each lane computes the softmax
+// terms, lane j writes dlogits[i, j], and the lanes write dx from the same registers. Sums are in
+// float32 FMA (not TF32), the softmax and the loss in double as the SCE kernels do. Up to 1024
+// rows every block counts the labels itself; above, the grid is cooperative and the blocks count
+// them together (SceSync counters). The last block adds the loss partials (fixed order).
+inline constexpr int kLinearSceMaxClasses = 32;
+struct LinearSceArgs {
+  const float* x = nullptr;
+  const float* w = nullptr;
+  const float* bias = nullptr;
+  const void* labels = nullptr;
+  bool labels64 = true;
+  const void* dloss = nullptr;
+  int dloss_dtype = 1;
+  const uint8_t* mask = nullptr;
+  int64_t mask_ld = 0;
+  float* loss = nullptr;
+  float* dlogits = nullptr;
+  float* dx = nullptr;
+  int64_t n = 0, k = 0;
+  int c = 0;
+  bool trans_b = true;
+  int64_t ignore_index = -100;
+  float label_smoothing = 0.0f;
+};
+int64_t LinearSceWorkspaceBytes(int64_t n);
+int64_t LinearSceCounterBytes(int64_t n);
+cudaError_t LaunchLinearSce(const LinearSceArgs& a, void* workspace, void* counters, cudaStream_t stream);
+
 // ottr::SoftmaxCrossEntropyGrad(dloss [], log_prob [N, C], labels [N]) -> dlogits [N, C]
 //   dlogits[i, j] = dloss / count · (exp(log_prob[i, j]) − (1 − ε) [j == y_i] − ε / C),
 //   0 for ignored rows; count = number of rows not ignored; computed in double.

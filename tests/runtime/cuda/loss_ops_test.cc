@@ -3,11 +3,13 @@
 // that select each kernel layout: rows of 1..1024 in registers (4..32 lanes per row), rows of
 // more than 1024 (one block per row), a non-last axis (one thread per column), one-block and
 // multi-block (partials + final sum) loss reductions. Skipped without a device.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "ir/fused_gemm.h"
 #include "tests/runtime/cuda/norm_loss_cuda_test_util.h"
 
 namespace ottr::testing::norm_loss_cuda {
@@ -251,6 +253,116 @@ TEST(CudaLossOpsTest, SoftmaxCrossEntropyWithGradSumsTheColumns) {
     }
     EXPECT_EQ(bad, 0);
     EXPECT_GT(largest, 0.0);
+  }
+}
+
+// ottr::LinearSoftmaxCrossEntropyWithGrad (fuse-linear-sce) against the CPU reference on the
+// shapes that pick each launch: the MLP's classifier at batch 128 (32 blocks counting the labels
+// themselves, float4 loads), batch 8192 (a cooperative grid, two rows per warp), 4099 rows of 32
+// classes (the second row of the last warp missing), a [K, C] weight with K % 4 != 0 and no mask
+// (scalar loads), a single row (one block), 2000 rows (cooperative, one row per warp).
+// Tolerances: the GPU adds each logit's K products in float32 FMA (32 lanes, then a xor tree),
+// the CPU in its own order, so each logit differs by at most 2 K u S (u = 2^-24, S = max over
+// classes of sum_k |x_k W(j, k)|, the accumulated error of both orders); the softmax is
+// 1-Lipschitz per entry in the max norm of the logits, so each p_ij by at most 2 dz (then scaled
+// by dloss / count into dlogits), and the loss by 2 dz; dx_ik = sum_j dlogits_ij W(j, k) adds the
+// dlogits error times sum_j |W(j, k)| and C u sum_j |dlogits_ij W(j, k)| of its own rounding. Each
+// bound gets the CPU reference's 1e-5 relative of the SCE kernels on top. Outputs are poisoned by
+// the executor before the kernel runs, and two replays must give the same bits.
+TEST(CudaLossOpsTest, LinearSoftmaxCrossEntropyWithGradMatchesCpu) {
+  OTTR_REQUIRE_CUDA_DEVICE();
+  struct Shape {
+    int64_t n, k, c;
+    bool trans_b, mask, bias;
+  };
+  int seed = 1500;
+  const double u = std::ldexp(1.0, -24);
+  for (const Shape& p : std::vector<Shape>{{128, 512, 10, true, true, true},
+                                           {8192, 512, 10, true, true, true},
+                                           {4099, 64, 32, true, true, false},
+                                           {37, 30, 17, false, false, true},
+                                           {1, 20, 3, true, true, true},
+                                           {2000, 128, 5, true, false, true}}) {
+    SCOPED_TRACE(absl::StrCat("N=", p.n, " K=", p.k, " C=", p.c, " transB ", p.trans_b, " mask ", p.mask, " bias ",
+                              p.bias));
+    const Tensor x = RandomOf(DType::kFloat32, {p.n, p.k}, ++seed, 0.0, 2.0);
+    const Tensor w = RandomOf(DType::kFloat32, p.trans_b ? std::vector<int64_t>{p.c, p.k} : std::vector<int64_t>{p.k, p.c},
+                              ++seed, -0.2, 0.2);
+    const Tensor b = RandomOf(DType::kFloat32, {p.c}, ++seed, -0.5, 0.5);
+    const Tensor labels = Labels({p.n}, ++seed, -1, p.c - 1, p.n % 2 == 1);
+    const Tensor mask = RandomOf(DType::kUInt8, {p.n, ir::ReluMaskRowBytes(p.k)}, ++seed, 0.0, 255.9);
+    const float dloss = 0.75f;
+    Attrs attrs = {{"ignore_index", Attribute(int64_t{-1})},
+                   {"label_smoothing", Attribute(0.05f)},
+                   {"transB", Attribute(int64_t{p.trans_b ? 1 : 0})}};
+    std::vector<Input> ins = {In(x), In(w), p.bias ? In(b) : Omitted(), In(labels), In(ScalarOf<float>(dloss))};
+    if (p.mask) ins.push_back(In(mask));
+    Case f{"LinearSoftmaxCrossEntropyWithGrad", ins, attrs, 3, kOttr};
+    runtime::TensorMap feeds;
+    auto g = BuildGraph(f, &feeds);
+    ASSERT_TRUE(g.ok()) << g.status();
+    auto cpu = runtime::cpu::CpuExecutor::Create(**g);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    auto want = (*cpu)->Run(feeds);
+    ASSERT_TRUE(want.ok()) << want.status();
+    auto got = RunCuda(f, 2);
+    ASSERT_TRUE(got.ok()) << got.status();
+    const std::vector<Tensor>& out = (*got)[0];
+    ASSERT_EQ(out.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_TRUE((*got)[1][i].BitwiseEquals(out[i])) << "output " << i << " differs between two replays";
+    }
+    auto wat = [&](int64_t j, int64_t kk) { return w.data<float>()[p.trans_b ? j * p.k + kk : kk * p.c + j]; };
+    int64_t count = 0;
+    for (int64_t i = 0; i < p.n; ++i) count += labels.GetAsDouble(i) != -1 ? 1 : 0;
+    const double scale = dloss / static_cast<double>(count);
+    std::vector<double> wsum(p.k, 0.0);  // sum_j |W(j, k)|
+    for (int64_t kk = 0; kk < p.k; ++kk) {
+      for (int64_t j = 0; j < p.c; ++j) wsum[kk] += std::abs(wat(j, kk));
+    }
+    const Tensor& d = (*want)[1];
+    const Tensor& dx = (*want)[2];
+    double max_dz = 0;
+    int bad = 0;
+    double dx_mag = 0;
+    for (int64_t i = 0; i < p.n; ++i) {
+      double s = 0;
+      for (int64_t j = 0; j < p.c; ++j) {
+        double sj = 0;
+        for (int64_t kk = 0; kk < p.k; ++kk) sj += std::abs(x.data<float>()[i * p.k + kk] * wat(j, kk));
+        s = std::max(s, sj);
+      }
+      const double dz = 2 * p.k * u * s;
+      max_dz = std::max(max_dz, dz);
+      const bool ignored = labels.GetAsDouble(i) == -1;
+      double dd_max = 0;
+      for (int64_t j = 0; j < p.c; ++j) {
+        const double want_d = d.GetAsDouble(i * p.c + j), got_d = out[1].GetAsDouble(i * p.c + j);
+        const double bound = ignored ? 0.0 : scale * 2 * dz + 1e-5 * std::abs(want_d) + 1e-8;
+        dd_max = std::max(dd_max, bound);
+        if (!(std::abs(got_d - want_d) <= bound) && bad++ < 5) {
+          ADD_FAILURE() << "dlogits[" << i << ", " << j << "] = " << got_d << ", CPU " << want_d << ", bound " << bound;
+        }
+      }
+      for (int64_t kk = 0; kk < p.k; ++kk) {
+        double own = 0;
+        for (int64_t j = 0; j < p.c; ++j) own += std::abs(d.GetAsDouble(i * p.c + j) * wat(j, kk));
+        const double want_x = dx.GetAsDouble(i * p.k + kk), got_x = out[2].GetAsDouble(i * p.k + kk);
+        const double bound = dd_max * wsum[kk] + 2 * p.c * u * own + 1e-5 * std::abs(want_x) + 1e-9;
+        dx_mag += std::abs(want_x);
+        if (!(std::abs(got_x - want_x) <= bound) && bad++ < 5) {
+          ADD_FAILURE() << "dx[" << i << ", " << kk << "] = " << got_x << ", CPU " << want_x << ", bound " << bound;
+        }
+        if (p.mask && !((mask.data<uint8_t>()[i * ir::ReluMaskRowBytes(p.k) + kk / 8] >> (kk % 8)) & 1u)) {
+          EXPECT_EQ(got_x, 0.0) << "dx[" << i << ", " << kk << "] under a clear mask bit";
+        }
+      }
+    }
+    EXPECT_EQ(bad, 0);
+    EXPECT_GT(dx_mag, 0.0);
+    const double want_loss = (*want)[0].GetAsDouble(0), got_loss = out[0].GetAsDouble(0);
+    EXPECT_NEAR(got_loss, want_loss, 2 * max_dz + 1e-5 * std::abs(want_loss));
+    EXPECT_GT(want_loss, 0.0);
   }
 }
 

@@ -1,0 +1,223 @@
+// fuse-linear-sce (passes/fuse_sce_grad.cc) and the op it makes, ottr::LinearSoftmaxCrossEntropyWithGrad
+// (ir/ops/ottr_training_ops.cc, CPU kernel in runtime/cpu/ottr_training_kernels.cc): IR text in,
+// the printed IR and remark out, the graph run before and after on the CPU reference; the cases
+// where it must not fire; the TF32 training step of models/mlp with the pass.
+//
+// Numbers: the fused CPU kernel performs the arithmetic of the three nodes it replaces (the bias
+// GEMM, the loss and its gradient, the drelu GEMM) in their order, so every output is the same
+// bits before and after the pass.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "importer/onnx_importer.h"
+#include "passes/fusion_passes.h"
+#include "passes/memory_planner.h"
+#include "passes/training.h"
+#include "tests/passes/pass_test_util.h"
+#include "tests/test_util.h"
+
+namespace ottr {
+namespace {
+
+using testing::CountOps;
+using testing::IrBody;
+using testing::PassRun;
+using testing::RunOnCpu;
+
+PassRun RunPass(const std::string& text) { return testing::RunPassOnText(passes::CreateFuseLinearScePass(), text); }
+
+// The last two layers of a classifier after the GEMM fusions of a TF32 step: the hidden layer
+// writes its ReLU mask, the classifier (10 classes) feeds the fused loss, whose dlogits the data
+// gradient (drelu through the mask) and the weight gradient (with the bias gradient) read.
+constexpr char kHead[] = R"(graph "g" {
+  opset ai.onnx 17
+  input %x0 : f32[7,6]
+  input %labels : i64[7]
+  input %w0 : f32[24,6]
+  input %b0 : f32[24]
+  input %w : f32[10,24]
+  input %b : f32[10]
+  %seed : f32[] = Constant() {value = tensor<f32[] [0.75]>} origin "autodiff/seed"
+  %h : f32[7,24], %mask : u8[7,16] = ottr::FusedGemm(%x0, %w0, %b0) {epilogue = "relu_aux_bias", transB = 1} origin "fc0"
+  %logits : f32[7,10] = ottr::FusedGemm(%h, %w, %b) {epilogue = "bias", transB = 1} origin "fc1"
+  %loss : f32[], %d : f32[7,10] = ottr::SoftmaxCrossEntropyWithGrad(%logits, %labels, %seed) {ignore_index = -1, label_smoothing = 0.1} origin "loss"
+  %dh : f32[7,24] = ottr::FusedGemm(%d, %w, _, %mask) {epilogue = "drelu"} origin "fc1/grad"
+  %gw : f32[10,24], %gb : f32[10] = ottr::FusedGemm(%d, %h) {epilogue = "bgrada", transA = 1} origin "fc1/grad"
+  output %loss
+  output %dh
+  output %gw
+  output %gb
+})";
+
+// Random inputs; row 3's label is the ignore_index.
+runtime::TensorMap Feeds(const std::string& text) {
+  std::unique_ptr<ir::Graph> g = testing::ParseInferred(text);
+  runtime::TensorMap feeds = testing::RandomFeeds(*g, 11);
+  feeds["labels"] = testing::RandomInt64({7}, 4, 0, 9);
+  feeds["labels"].data<int64_t>()[3] = -1;
+  return feeds;
+}
+
+// Every output after the pass has the bits it had before; dh is not all zeros, its ignored row is,
+// and so are the entries the mask clears (h == 0 after the ReLU).
+void ExpectSameBits(const PassRun& r, const std::string& text) {
+  const runtime::TensorMap feeds = Feeds(text);
+  const std::vector<ir::Tensor> before = RunOnCpu(*r.before, feeds);
+  const std::vector<ir::Tensor> after = RunOnCpu(*r.after, feeds);
+  ASSERT_EQ(before.size(), after.size());
+  ASSERT_GE(after.size(), 2u);
+  for (size_t i = 0; i < after.size(); ++i) {
+    EXPECT_TRUE(after[i].BitwiseEquals(before[i])) << i << "\n after  " << after[i].DebugString(24) << "\n before "
+                                                   << before[i].DebugString(24);
+  }
+  EXPECT_TRUE(std::isfinite(after[0].GetAsDouble(0)));
+  EXPECT_GT(after[0].GetAsDouble(0), 0.0);
+  const ir::Tensor& dh = after[1];
+  const int64_t k = dh.dim(1);
+  double kept = 0, ignored = 0;
+  for (int64_t i = 0; i < 7; ++i) {
+    for (int64_t j = 0; j < k; ++j) (i == 3 ? ignored : kept) += std::abs(dh.GetAsDouble(i * k + j));
+  }
+  EXPECT_EQ(ignored, 0.0);
+  EXPECT_GT(kept, 1e-4);
+}
+
+TEST(FuseLinearSceTest, FusesTheClassifierTheLossAndTheDataGradient) {
+  PassRun r = RunPass(kHead);
+  ASSERT_TRUE(r.after);
+  EXPECT_TRUE(r.changed);
+  EXPECT_EQ(IrBody(*r.after),
+            "  %seed : f32[] = Constant() {value = tensor<f32[] [0.75]>} origin \"autodiff/seed\"\n"
+            "  %h : f32[7,24], %mask : u8[7,16] = ottr::FusedGemm(%x0, %w0, %b0) {epilogue = \"relu_aux_bias\", "
+            "transB = 1} origin \"fc0\"\n"
+            "  %loss : f32[], %d : f32[7,10], %dh : f32[7,24] = ottr::LinearSoftmaxCrossEntropyWithGrad(%h, %w, %b, "
+            "%labels, %seed, %mask) {ignore_index = -1, label_smoothing = 0.100000001, transB = 1} origin \"loss\"\n"
+            "  %gw : f32[10,24], %gb : f32[10] = ottr::FusedGemm(%d, %h) {epilogue = \"bgrada\", transA = 1} origin "
+            "\"fc1/grad\"\n"
+            "  output %loss, %dh, %gw, %gb\n");
+  EXPECT_TRUE(absl::StrContains(r.remarks, "fuse-linear-sce: fused node 'fc1' (ottr.FusedGemm) + node 'loss' "
+                                           "(ottr.SoftmaxCrossEntropyWithGrad) + node 'fc1/grad' (ottr.FusedGemm) -> "
+                                           "ottr::LinearSoftmaxCrossEntropyWithGrad (10 classes, dx through the ReLU "
+                                           "mask)"))
+      << r.remarks;
+  ExpectSameBits(r, kHead);
+}
+
+// A classifier without a bias whose weight is [K, C] (transB = 0), and a data gradient without an
+// activation: no mask input.
+TEST(FuseLinearSceTest, FusesAWeightOfKByCWithoutBiasOrMask) {
+  std::string text = kHead;
+  auto swap = [&](const std::string& from, const std::string& to) {
+    ASSERT_NE(text.find(from), std::string::npos) << from;
+    text.replace(text.find(from), from.size(), to);
+  };
+  swap("input %w : f32[10,24]", "input %w : f32[24,10]");
+  swap("ottr::FusedGemm(%h, %w, %b) {epilogue = \"bias\", transB = 1}", "ottr::FusedGemm(%h, %w) {epilogue = \"none\"}");
+  swap("ottr::FusedGemm(%d, %w, _, %mask) {epilogue = \"drelu\"}", "ottr::FusedGemm(%d, %w) {epilogue = \"none\", transB = 1}");
+  swap("  input %b : f32[10]\n", "");
+  PassRun r = RunPass(text);
+  ASSERT_TRUE(r.after) << text;
+  EXPECT_TRUE(r.changed) << r.remarks;
+  EXPECT_TRUE(absl::StrContains(IrBody(*r.after),
+                                "= ottr::LinearSoftmaxCrossEntropyWithGrad(%h, %w, _, %labels, %seed) {ignore_index = "
+                                "-1, label_smoothing = 0.100000001, transB = 0}"))
+      << IrBody(*r.after);
+  EXPECT_TRUE(absl::StrContains(r.remarks, "(10 classes, dx without an activation)")) << r.remarks;
+  const runtime::TensorMap feeds = Feeds(text);
+  const std::vector<ir::Tensor> before = RunOnCpu(*r.before, feeds);
+  const std::vector<ir::Tensor> after = RunOnCpu(*r.after, feeds);
+  ASSERT_EQ(before.size(), 4u);
+  ASSERT_EQ(after.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(after[i].BitwiseEquals(before[i])) << i;
+}
+
+TEST(FuseLinearSceTest, DeclinesWhatTheKernelDoesNotCompute) {
+  struct Decline {
+    std::vector<std::pair<std::string, std::string>> edits;
+    std::string why;
+  };
+  const std::vector<Decline> cases = {
+      // The logits are also an output.
+      {{{"  output %loss\n", "  output %loss\n  output %logits\n"}}, "logits logits have other readers"},
+      // The data gradient also writes the bias gradient of the layer below (a sum over the batch).
+      {{{"%dh : f32[7,24] = ottr::FusedGemm(%d, %w, _, %mask) {epilogue = \"drelu\"}",
+         "%dh : f32[7,24], %db0 : f32[24] = ottr::FusedGemm(%d, %w, _, %mask) {epilogue = \"drelu_bgrad\"}"},
+        {"  output %gb\n", "  output %gb\n  output %db0\n"}},
+       "has the epilogue drelu_bgrad"},
+      // No data gradient (the classifier's input needs none).
+      {{{"  %dh : f32[7,24] = ottr::FusedGemm(%d, %w, _, %mask) {epilogue = \"drelu\"} origin \"fc1/grad\"\n", ""},
+        {"  output %dh\n", ""}},
+       "no ottr::FusedGemm none / drelu reads dlogits d and the weight w"},
+      // 40 classes: more than a warp's lanes.
+      {{{"%w : f32[10,24]", "%w : f32[40,24]"},
+        {"%b : f32[10]", "%b : f32[40]"},
+        {"%logits : f32[7,10]", "%logits : f32[7,40]"},
+        {"%d : f32[7,10]", "%d : f32[7,40]"},
+        {"%gw : f32[10,24], %gb : f32[10]", "%gw : f32[40,24], %gb : f32[40]"}},
+       "40 classes (the fused kernel holds at most 32 per row)"},
+      // bf16 dlogits (a 16-bit step).
+      {{{"%d : f32[7,10] = ottr::SoftmaxCrossEntropyWithGrad(%logits, %labels, %seed) {",
+         "%d : bf16[7,10] = ottr::SoftmaxCrossEntropyWithGrad(%logits, %labels, %seed) {grad_type = 16, "},
+        {"  %dh : f32[7,24] = ottr::FusedGemm(%d, %w, _, %mask) {epilogue = \"drelu\"} origin \"fc1/grad\"\n", ""},
+        {"  output %dh\n", ""},
+        {"  %gw : f32[10,24], %gb : f32[10] = ottr::FusedGemm(%d, %h) {epilogue = \"bgrada\", transA = 1} origin "
+         "\"fc1/grad\"\n",
+         ""},
+        {"  output %gw\n  output %gb\n", "  output %d\n"}},
+       "are not both float32"},
+      // The loss node already sums dlogits' columns (fuse-sce-bgrad).
+      {{{"%loss : f32[], %d : f32[7,10] = ottr::SoftmaxCrossEntropyWithGrad",
+         "%loss : f32[], %d : f32[7,10], %s : f32[10] = ottr::SoftmaxCrossEntropyWithGrad"},
+        {"  output %gb\n", "  output %gb\n  output %s\n"}},
+       "it already writes the column sums of dlogits"},
+  };
+  for (const Decline& c : cases) {
+    SCOPED_TRACE(c.why);
+    std::string text = kHead;
+    for (const auto& [from, to] : c.edits) {
+      ASSERT_NE(text.find(from), std::string::npos) << from;
+      text.replace(text.find(from), from.size(), to);
+    }
+    PassRun r = RunPass(text);
+    ASSERT_TRUE(r.after) << text;
+    EXPECT_FALSE(r.changed);
+    EXPECT_EQ(IrBody(*r.after), IrBody(*r.before));
+    EXPECT_TRUE(absl::StrContains(r.remarks, "fuse-linear-sce: declined node 'loss'")) << r.remarks;
+    EXPECT_TRUE(absl::StrContains(r.remarks, c.why)) << r.remarks;
+  }
+}
+
+// The models/mlp step in TF32 (the drelu data gradients of a TF32 step): the classifier, the loss
+// and the last data gradient become one node, and one training step computes the same bits as
+// without the pass (loss, parameters, Adam state).
+TEST(FuseLinearSceTrainingTest, Tf32MlpStepFusesTheClassifierHead) {
+  auto forward = importer::ImportModelFile(testing::SourcePath("models/mlp/model.onnx"));
+  ASSERT_TRUE(forward.ok()) << forward.status();
+  passes::TrainingSpec spec;
+  spec.batch = 16;
+  spec.precision = passes::Precision::kTf32;
+  spec.fuse_epilogues = true;
+  spec.multi_tensor_updates = true;
+  spec.expose_gradients = true;
+  auto step = passes::BuildTrainingGraph(**forward, spec);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(CountOps(**step, "LinearSoftmaxCrossEntropyWithGrad"), 1);
+  EXPECT_EQ(CountOps(**step, "SoftmaxCrossEntropyWithGrad"), 0);
+  auto plan = passes::PlanMemory(**step);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(passes::VerifyPlan(**step, *plan).ok());
+  passes::TrainingSpec without = spec;
+  without.disabled_passes = {"fuse-linear-sce"};
+  testing::ModelStep a = testing::RunStepOnCpu(**forward, {16, 784}, spec, 1e-3f);
+  testing::ModelStep b = testing::RunStepOnCpu(**forward, {16, 784}, without, 1e-3f);
+  ASSERT_TRUE(a.step && b.step);
+  EXPECT_EQ(CountOps(*b.step, "LinearSoftmaxCrossEntropyWithGrad"), 0);
+  EXPECT_EQ(CountOps(*a.step, "FusedGemm") + 2, CountOps(*b.step, "FusedGemm"));
+  testing::ExpectSameStepOutputs(a, b);
+}
+
+}  // namespace
+}  // namespace ottr
