@@ -51,6 +51,7 @@
 // data gradient with a bias gradient epilogue (drelu_bgrad: a column sum over the batch).
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "ir/fused_gemm.h"
 #include "ir/grads/tensor_grad_util.h"
 #include "ir/status.h"
 #include "passes/fusion_passes.h"
@@ -303,7 +304,14 @@ class FuseSceBgradPass : public Pass {
 // --- fuse-linear-sce ---------------------------------------------------------------------------
 
 constexpr char kLinearName[] = "fuse-linear-sce";
-constexpr int64_t kLinearMaxClasses = 32;  // runtime/cuda/kernels/loss_kernels.h kLinearSceMaxClasses
+// The CUDA kernel's limits (runtime/cuda/kernels/loss_kernels.h, kLinearSceMaxClasses and
+// LinearSceFits): the classes in a warp's lanes; the weight, four rows of x and four mask rows in
+// 200 KB of shared memory.
+constexpr int64_t kLinearMaxClasses = 32;
+constexpr int64_t kLinearMaxSmemBytes = 200 * 1024;
+bool LinearKernelFits(int64_t c, int64_t k) {
+  return (c + 4) * k * 4 + 4 * ir::ReluMaskRowBytes(k) <= kLinearMaxSmemBytes;
+}
 
 struct LinearPlan {
   Node* fwd = nullptr;   // the classifier: ottr::FusedGemm bias / none
@@ -354,6 +362,12 @@ std::optional<LinearPlan> MatchLinear(Node* s, std::string* why) {
   const int64_t classes = ir::StaticDims(*logits->type().shape)[1];
   if (classes > kLinearMaxClasses) {
     *why = absl::StrCat(classes, " classes (the fused kernel holds at most ", kLinearMaxClasses, " per row)");
+    return std::nullopt;
+  }
+  const int64_t features = ir::StaticDims(*f->input(0)->type().shape)[1];
+  if (!LinearKernelFits(classes, features)) {
+    *why = absl::StrCat("the weight of ", classes, " x ", features, " does not fit the fused kernel's ",
+                        kLinearMaxSmemBytes, " bytes of shared memory (with four rows of x)");
     return std::nullopt;
   }
   if (f->input(2) != nullptr && ir::NumElements(ir::StaticDims(*f->input(2)->type().shape)) != classes) {

@@ -261,9 +261,10 @@ absl::StatusOr<CompiledOp> CompileLinearSce(OpCompileContext& ctx) {
   if ((trans_b ? wd[1] : wd[0]) != k) {
     return ctx.Error(absl::StrCat("x ", DimsString(xd), " and w ", DimsString(wd), " disagree on K"));
   }
-  if (c < 1 || c > kernels::kLinearSceMaxClasses) {
-    return ctx.Unsupported(absl::StrCat(c, " classes (the fused kernel holds at most ",
-                                        kernels::kLinearSceMaxClasses, " per row)"));
+  if (!kernels::LinearSceFits(c, k)) {
+    return ctx.Unsupported(absl::StrCat(c, " classes of ", k, " features (the fused kernel holds at most ",
+                                        kernels::kLinearSceMaxClasses, " classes, and the weight with four rows in ",
+                                        kernels::kLinearSceMaxSmemBytes, " bytes of shared memory)"));
   }
   if (ctx.input_dims(3) != std::vector<int64_t>{n}) {
     return ctx.Error(absl::StrCat("labels ", DimsString(ctx.input_dims(3)), " must be [", n, "]"));

@@ -441,6 +441,7 @@ struct SceForwardPlan {
   int width = 32, per_lane = 1;  // warp layout (c <= 1024)
   bool block_rows = false;       // c > 1024
   int threads = 256, grid = 1;
+  int smem = 0;  // dynamic shared memory per block (bytes)
 };
 
 SceForwardPlan PlanSceForward(int64_t n, int64_t c) {
@@ -483,7 +484,7 @@ cudaError_t LaunchSce(void (*kernel)(P...), SceForwardPlan p, bool cooperative, 
   cudaLaunchAttribute attr = {};
   if (cooperative) {
     int per_sm = 0;
-    const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, p.threads, 0);
+    const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, p.threads, p.smem);
     if (e != cudaSuccess) return e;
     p.grid = std::max(1, std::min(p.grid, per_sm * nl::SmCount()));
     attr.id = cudaLaunchAttributeCooperative;
@@ -493,6 +494,7 @@ cudaError_t LaunchSce(void (*kernel)(P...), SceForwardPlan p, bool cooperative, 
   }
   cfg.gridDim = dim3(static_cast<unsigned>(p.grid));
   cfg.blockDim = dim3(static_cast<unsigned>(p.threads));
+  cfg.dynamicSmemBytes = static_cast<size_t>(p.smem);
   cfg.stream = s;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
 }
@@ -580,194 +582,195 @@ cudaError_t SceForwardTyped(const void* xv, const void* labels, bool l64, void* 
 
 // ---------------------------------------------------------------------------------------------
 // ottr::LinearSoftmaxCrossEntropyWithGrad (loss_kernels.h): the classifier GEMM, the loss and
-// the data gradient through the GEMM, a warp per kRows rows.
+// the data gradient through the GEMM. A block stages the weight ([C, K] floats) in shared memory
+// and each warp its row of x and of the mask, all copies in flight at once (cp.async) while the
+// block counts the labels; then a warp per row works from shared memory.
 
-constexpr int kLinBlock = 128;           // 4 warps: 32 blocks for a batch of 128 rows
+constexpr int kLinWarps = 4;             // 32 blocks for a batch of 128 rows
 constexpr int64_t kLinSelfCount = 1024;  // up to this many rows every block counts the labels
+int64_t RoundUpMaskLd(int64_t k) { return (k + 127) / 128 * 16; }  // ir::ReluMaskRowBytes
 
-// W(j, k) of the classifier weight: w[j · cs + k · ks].
-struct LinWeight {
-  const float* w;
-  int64_t cs, ks;
-  __device__ __forceinline__ float at(int j, int64_t k) const { return __ldg(w + j * cs + k * ks); }
-  // W(j, k..k+3) with ks == 1 and 16-byte alignment (kVec).
-  __device__ __forceinline__ float4 at4(int j, int64_t k) const {
-    return __ldg(reinterpret_cast<const float4*>(w + j * cs + k));
-  }
-};
+// The dynamic shared memory of a block: W [C][K] floats, then a row of x per warp, then a mask
+// row per warp.
+int64_t LinearSceSmemBytes(int64_t c, int64_t k, int64_t mask_ld) {
+  return (c * k + kLinWarps * k) * static_cast<int64_t>(sizeof(float)) + kLinWarps * mask_ld;
+}
 
-// kMaxC >= c classes in registers; kRows rows per warp (their weight loads shared); kVec: float4
-// loads along K (w [C, K], K % 4 == 0, x / w / dx 16-byte aligned).
-template <int kMaxC, int kRows, bool kVec>
-__global__ void __launch_bounds__(kLinBlock)
-    LinearSceKernel(LinearSceArgs a, LinWeight w, double* __restrict__ partial, SceScaleSource src, SceSync* sync) {
+__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void CpAsyncWaitAll() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// kMaxC >= c classes in registers. kVec: 16-byte copies and float4 reads along K (w [C, K]
+// (trans_b), K % 4 == 0, x / w / mask / dx 16-byte aligned); otherwise element by element.
+template <int kMaxC, bool kVec>
+__global__ void __launch_bounds__(kLinWarps * 32)
+    LinearSceKernel(LinearSceArgs a, double* __restrict__ partial, SceScaleSource src, SceSync* sync) {
+  extern __shared__ __align__(16) unsigned char lin_smem[];
   __shared__ double sm[32];
-  __shared__ double s_loss[kLinBlock / 32];
-  __shared__ double s_cnt[kLinBlock / 32];
+  __shared__ double s_loss[kLinWarps];
+  __shared__ double s_cnt[kLinWarps];
   const int lane = threadIdx.x & 31;
-  const int warp_in_block = threadIdx.x >> 5;
+  const int warp = threadIdx.x >> 5;
   const int c = a.c;
   const int64_t k_len = a.k;
   const double eps = a.label_smoothing;
+  float* ws = reinterpret_cast<float*>(lin_smem);
+  float* xw = ws + c * k_len + warp * k_len;
+  uint8_t* mw = reinterpret_cast<uint8_t*>(ws + c * k_len + kLinWarps * k_len) + warp * a.mask_ld;
+  // The weight, by the whole block.
+  if constexpr (kVec) {
+    for (int64_t i = threadIdx.x; i < c * k_len / 4; i += blockDim.x) CpAsync16(ws + 4 * i, a.w + 4 * i);
+  } else {
+    for (int64_t i = threadIdx.x; i < c * k_len; i += blockDim.x) {
+      const int64_t j = i / k_len, k = i - j * k_len;
+      ws[i] = __ldg(a.w + (a.trans_b ? i : k * c + j));
+    }
+  }
+  // A row of x and of the mask, by the warp.
+  auto stage = [&](int64_t row) {
+    if constexpr (kVec) {
+      for (int64_t i = lane; i < k_len / 4; i += 32) CpAsync16(xw + 4 * i, a.x + row * k_len + 4 * i);
+      if (a.mask != nullptr) {
+        for (int64_t i = lane; i < a.mask_ld / 16; i += 32) CpAsync16(mw + 16 * i, a.mask + row * a.mask_ld + 16 * i);
+      }
+    } else {
+      for (int64_t k = lane; k < k_len; k += 32) xw[k] = __ldg(a.x + row * k_len + k);
+      if (a.mask != nullptr) {
+        for (int64_t i = lane; i < a.mask_ld; i += 32) mw[i] = __ldg(a.mask + row * a.mask_ld + i);
+      }
+    }
+  };
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kLinWarps;
+  const int64_t start = static_cast<int64_t>(blockIdx.x) * kLinWarps + warp;
+  int64_t y = a.ignore_index;
+  if (start < a.n) {
+    stage(start);
+    y = LoadLabel(a.labels, a.labels64, start);
+  }
+  // The labels' count while the copies are in flight.
   const double scale = ReadSceScale(src, true, a.labels, a.labels64, a.n, a.ignore_index, sm);
+  if constexpr (kVec) CpAsyncWaitAll();
+  __syncthreads();
   double acc = 0, cnt = 0;  // lane 0: the warp's rows' losses and their count
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * (kLinBlock / 32) * kRows;
-  for (int64_t first = (static_cast<int64_t>(blockIdx.x) * (kLinBlock / 32) + warp_in_block) * kRows; first < a.n;
-       first += stride) {
-    bool valid[kRows];
-    int64_t row[kRows];
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      valid[r] = first + r < a.n;
-      row[r] = valid[r] ? first + r : first;  // a missing second row repeats the first, unwritten
+  for (int64_t row = start; row < a.n; row += stride) {
+    if (row != start) {
+      __syncwarp();  // every lane is done with the previous row
+      stage(row);
+      y = LoadLabel(a.labels, a.labels64, row);
+      if constexpr (kVec) CpAsyncWaitAll();
+      __syncwarp();
     }
-    // z[r][j]: this lane's share of row r's logit j.
-    float z[kRows][kMaxC];
+    // This lane's share of the logits, then a xor tree: the same sums (bit for bit: a + b == b +
+    // a) in every lane.
+    float z[kMaxC];
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-#pragma unroll
-      for (int j = 0; j < kMaxC; ++j) z[r][j] = 0.0f;
-    }
+    for (int j = 0; j < kMaxC; ++j) z[j] = 0.0f;
     if constexpr (kVec) {
       for (int64_t k0 = 4 * lane; k0 < k_len; k0 += 128) {
-        float4 xv[kRows];
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) xv[r] = *reinterpret_cast<const float4*>(a.x + row[r] * k_len + k0);
+        const float4 xv = *reinterpret_cast<const float4*>(xw + k0);
 #pragma unroll
         for (int j = 0; j < kMaxC; ++j) {
           if (j < c) {
-            const float4 wv = w.at4(j, k0);
-#pragma unroll
-            for (int r = 0; r < kRows; ++r) {
-              z[r][j] = fmaf(xv[r].x, wv.x, z[r][j]);
-              z[r][j] = fmaf(xv[r].y, wv.y, z[r][j]);
-              z[r][j] = fmaf(xv[r].z, wv.z, z[r][j]);
-              z[r][j] = fmaf(xv[r].w, wv.w, z[r][j]);
-            }
+            const float4 wv = *reinterpret_cast<const float4*>(ws + j * k_len + k0);
+            z[j] = fmaf(xv.x, wv.x, z[j]);
+            z[j] = fmaf(xv.y, wv.y, z[j]);
+            z[j] = fmaf(xv.z, wv.z, z[j]);
+            z[j] = fmaf(xv.w, wv.w, z[j]);
           }
         }
       }
     } else {
       for (int64_t k = lane; k < k_len; k += 32) {
-        float xv[kRows];
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) xv[r] = a.x[row[r] * k_len + k];
+        const float xv = xw[k];
 #pragma unroll
         for (int j = 0; j < kMaxC; ++j) {
-          if (j < c) {
-            const float wv = w.at(j, k);
-#pragma unroll
-            for (int r = 0; r < kRows; ++r) z[r][j] = fmaf(xv[r], wv, z[r][j]);
-          }
+          if (j < c) z[j] = fmaf(xv, ws[j * k_len + k], z[j]);
         }
       }
     }
-    // The xor tree leaves the same sums (bit for bit: a + b == b + a) in every lane.
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-#pragma unroll
-      for (int j = 0; j < kMaxC; ++j) {
-        if (j < c) {
-          z[r][j] = nl::WarpSum(z[r][j]);
-          if (a.bias != nullptr) z[r][j] += __ldg(a.bias + j);
-        }
+    for (int j = 0; j < kMaxC; ++j) {
+      if (j < c) {
+        z[j] = nl::WarpSum(z[j]);
+        if (a.bias != nullptr) z[j] += __ldg(a.bias + j);
       }
     }
     // The softmax, the loss terms and dlogits, as SceForwardWarpKernel computes them (every lane
-    // all of a row's classes: they are in its registers); z[r] becomes dlogits.
+    // all of the row's classes: they are in its registers); z becomes dlogits.
+    float m = -std::numeric_limits<float>::infinity();
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      float m = -std::numeric_limits<float>::infinity();
+    for (int j = 0; j < kMaxC; ++j) {
+      if (j < c) m = max(m, z[j]);
+    }
+    double s = 0;
 #pragma unroll
-      for (int j = 0; j < kMaxC; ++j) {
-        if (j < c) m = max(m, z[r][j]);
-      }
-      double s = 0;
+    for (int j = 0; j < kMaxC; ++j) {
+      if (j < c) s += static_cast<double>(ExpC(z[j] - m));
+    }
+    const double lse = static_cast<double>(m) + log(s);
+    double all = 0, lpy = 0;
+    float mine = 0.0f;
 #pragma unroll
-      for (int j = 0; j < kMaxC; ++j) {
-        if (j < c) s += static_cast<double>(ExpC(z[r][j] - m));
-      }
-      const double lse = static_cast<double>(m) + log(s);
-      const int64_t y = valid[r] ? LoadLabel(a.labels, a.labels64, row[r]) : a.ignore_index;
-      double all = 0, lpy = 0;
-      float mine = 0.0f;
-#pragma unroll
-      for (int j = 0; j < kMaxC; ++j) {
-        if (j < c) {
-          const double l = static_cast<double>(static_cast<float>(static_cast<double>(z[r][j]) - lse));
-          all += l;
-          if (j == y) lpy = l;
-          z[r][j] = SceGradAt<float, float>(l, j, y, c, a.ignore_index, eps, scale);
-          if (j == lane) mine = z[r][j];
-        }
-      }
-      if (valid[r] && lane < c) a.dlogits[row[r] * c + lane] = mine;
-      if (valid[r] && lane == 0 && y != a.ignore_index) {
-        acc += (y < 0 || y >= c) ? NaN() : (1.0 - eps) * -lpy + eps / c * -all;
-        cnt += 1.0;
+    for (int j = 0; j < kMaxC; ++j) {
+      if (j < c) {
+        const double l = static_cast<double>(static_cast<float>(static_cast<double>(z[j]) - lse));
+        all += l;
+        if (j == y) lpy = l;
+        z[j] = SceGradAt<float, float>(l, j, y, c, a.ignore_index, eps, scale);
+        if (j == lane) mine = z[j];
       }
     }
+    if (lane < c) a.dlogits[row * c + lane] = mine;
+    if (lane == 0 && y != a.ignore_index) {
+      acc += (y < 0 || y >= c) ? NaN() : (1.0 - eps) * -lpy + eps / c * -all;
+      cnt += 1.0;
+    }
     // dx = dlogits · W, through the ReLU mask.
-    auto masked = [&](int r, int64_t k, float v) {
-      if (a.mask == nullptr) return v;
-      const bool on = (a.mask[row[r] * a.mask_ld + (k >> 3)] >> (k & 7)) & 1u;
-      return on ? v : 0.0f;
-    };
     if constexpr (kVec) {
       for (int64_t k0 = 4 * lane; k0 < k_len; k0 += 128) {
-        float4 o[kRows];
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) o[r] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
         for (int j = 0; j < kMaxC; ++j) {
           if (j < c) {
-            const float4 wv = w.at4(j, k0);
-#pragma unroll
-            for (int r = 0; r < kRows; ++r) {
-              o[r].x = fmaf(z[r][j], wv.x, o[r].x);
-              o[r].y = fmaf(z[r][j], wv.y, o[r].y);
-              o[r].z = fmaf(z[r][j], wv.z, o[r].z);
-              o[r].w = fmaf(z[r][j], wv.w, o[r].w);
-            }
+            const float4 wv = *reinterpret_cast<const float4*>(ws + j * k_len + k0);
+            o.x = fmaf(z[j], wv.x, o.x);
+            o.y = fmaf(z[j], wv.y, o.y);
+            o.z = fmaf(z[j], wv.z, o.z);
+            o.w = fmaf(z[j], wv.w, o.w);
           }
         }
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-          if (!valid[r]) continue;
-          o[r].x = masked(r, k0, o[r].x);
-          o[r].y = masked(r, k0 + 1, o[r].y);
-          o[r].z = masked(r, k0 + 2, o[r].z);
-          o[r].w = masked(r, k0 + 3, o[r].w);
-          *reinterpret_cast<float4*>(a.dx + row[r] * k_len + k0) = o[r];
+        if (a.mask != nullptr) {
+          const unsigned bits = mw[k0 >> 3] >> (k0 & 7);  // k0 % 8 is 0 or 4: the 4 columns' bits
+          o.x = bits & 1u ? o.x : 0.0f;
+          o.y = bits & 2u ? o.y : 0.0f;
+          o.z = bits & 4u ? o.z : 0.0f;
+          o.w = bits & 8u ? o.w : 0.0f;
         }
+        *reinterpret_cast<float4*>(a.dx + row * k_len + k0) = o;
       }
     } else {
       for (int64_t k = lane; k < k_len; k += 32) {
-        float o[kRows] = {};
+        float o = 0.0f;
 #pragma unroll
         for (int j = 0; j < kMaxC; ++j) {
-          if (j < c) {
-            const float wv = w.at(j, k);
-#pragma unroll
-            for (int r = 0; r < kRows; ++r) o[r] = fmaf(z[r][j], wv, o[r]);
-          }
+          if (j < c) o = fmaf(z[j], ws[j * k_len + k], o);
         }
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-          if (valid[r]) a.dx[row[r] * k_len + k] = masked(r, k, o[r]);
-        }
+        const bool on = a.mask == nullptr || ((mw[k >> 3] >> (k & 7)) & 1u);
+        a.dx[row * k_len + k] = on ? o : 0.0f;
       }
     }
   }
   // The block's loss partial (warps in order), then the grid's (the last block, fixed order).
-  if ((threadIdx.x & 31) == 0) {
-    s_loss[warp_in_block] = acc;
-    s_cnt[warp_in_block] = cnt;
+  if (lane == 0) {
+    s_loss[warp] = acc;
+    s_cnt[warp] = cnt;
   }
   __syncthreads();
   if (threadIdx.x == 0) {
     double total = 0, count = 0;
-    for (int i = 0; i < kLinBlock / 32; ++i) {
+    for (int i = 0; i < kLinWarps; ++i) {
       total += s_loss[i];
       count += s_cnt[i];
     }
@@ -776,11 +779,14 @@ __global__ void __launch_bounds__(kLinBlock)
   FinishGrid<float>(sync, partial, a.loss);
 }
 
-template <int kMaxC, int kRows>
-cudaError_t LaunchLinearSceAs(const LinearSceArgs& a, const LinWeight& w, bool vec, SceForwardPlan p, bool coop,
-                              double* partial, const SceScaleSource& src, SceSync* sync, cudaStream_t s) {
-  if (vec) return LaunchSce(LinearSceKernel<kMaxC, kRows, true>, p, coop, s, a, w, partial, src, sync);
-  return LaunchSce(LinearSceKernel<kMaxC, kRows, false>, p, coop, s, a, w, partial, src, sync);
+template <int kMaxC, bool kVec>
+cudaError_t LaunchLinearSceAs(const LinearSceArgs& a, SceForwardPlan p, bool coop, double* partial,
+                              const SceScaleSource& src, SceSync* sync, cudaStream_t s) {
+  static const cudaError_t attr = cudaFuncSetAttribute(LinearSceKernel<kMaxC, kVec>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       static_cast<int>(kLinearSceMaxSmemBytes));
+  if (attr != cudaSuccess) return attr;
+  return LaunchSce(LinearSceKernel<kMaxC, kVec>, p, coop, s, a, partial, src, sync);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1107,19 +1113,23 @@ int64_t LinearSceWorkspaceBytes(int64_t n) { return 2 * kMaxPartials * static_ca
 
 int64_t LinearSceCounterBytes(int64_t n) { return sizeof(SceSync); }
 
+bool LinearSceFits(int64_t c, int64_t k) {
+  return c >= 1 && c <= kLinearSceMaxClasses && LinearSceSmemBytes(c, k, RoundUpMaskLd(k)) <= kLinearSceMaxSmemBytes;
+}
+
 cudaError_t LaunchLinearSce(const LinearSceArgs& a, void* workspace, void* counters, cudaStream_t stream) {
-  if (a.c < 1 || a.c > kLinearSceMaxClasses || a.n < 0 || a.k < 0) return cudaErrorInvalidValue;
+  if (!LinearSceFits(a.c, a.k) || a.n < 0 || a.k < 0 || (a.mask != nullptr && a.mask_ld < (a.k + 7) / 8)) {
+    return cudaErrorInvalidValue;
+  }
   if (a.n == 0) return cudaSuccess;
   if (a.n > 1 && counters == nullptr) return cudaErrorInvalidValue;
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  const bool vec = a.trans_b && a.k % 4 == 0 && aligned(a.x) && aligned(a.w) && aligned(a.dx);
-  const LinWeight w{a.w, a.trans_b ? a.k : 1, a.trans_b ? 1 : static_cast<int64_t>(a.c)};
-  // Two rows per warp from 4096 rows on: the weight loads serve both.
-  const int rows = a.n >= 4096 ? 2 : 1;
+  const bool vec = a.trans_b && a.k % 4 == 0 && a.mask_ld % 16 == 0 && aligned(a.x) && aligned(a.w) &&
+                   aligned(a.dx) && aligned(a.mask);
   SceForwardPlan p;
-  p.threads = kLinBlock;
-  p.grid = static_cast<int>(std::min<int64_t>((a.n + (kLinBlock / 32) * rows - 1) / ((kLinBlock / 32) * rows),
-                                              kMaxPartials));
+  p.threads = kLinWarps * 32;
+  p.grid = static_cast<int>(std::min<int64_t>((a.n + kLinWarps - 1) / kLinWarps, kMaxPartials));
+  p.smem = static_cast<int>(LinearSceSmemBytes(a.c, a.k, a.mask != nullptr ? a.mask_ld : 0));
   SceSync* sync = static_cast<SceSync*>(counters);
   SceScaleSource src;
   src.dloss = a.dloss;
@@ -1129,11 +1139,11 @@ cudaError_t LaunchLinearSce(const LinearSceArgs& a, void* workspace, void* count
   double* partial = static_cast<double*>(workspace);
   cudaError_t err;
   if (a.c <= 16) {
-    err = rows == 2 ? LaunchLinearSceAs<16, 2>(a, w, vec, p, coop, partial, src, sync, stream)
-                    : LaunchLinearSceAs<16, 1>(a, w, vec, p, coop, partial, src, sync, stream);
+    err = vec ? LaunchLinearSceAs<16, true>(a, p, coop, partial, src, sync, stream)
+              : LaunchLinearSceAs<16, false>(a, p, coop, partial, src, sync, stream);
   } else {
-    err = rows == 2 ? LaunchLinearSceAs<32, 2>(a, w, vec, p, coop, partial, src, sync, stream)
-                    : LaunchLinearSceAs<32, 1>(a, w, vec, p, coop, partial, src, sync, stream);
+    err = vec ? LaunchLinearSceAs<32, true>(a, p, coop, partial, src, sync, stream)
+              : LaunchLinearSceAs<32, false>(a, p, coop, partial, src, sync, stream);
   }
   if (err != cudaSuccess) return err;
   return cudaGetLastError();

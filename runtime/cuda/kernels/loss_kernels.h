@@ -61,13 +61,18 @@ cudaError_t LaunchSceWithGrad(int dtype, int grad_dtype, int dloss_dtype, const 
 //   loss, dlogits = as LaunchSceWithGrad from those logits (kept in registers, never stored)
 //   dx[i, k] = Σ_j dlogits[i, j] · W(j, k), zero where `mask` (a ReLU bit mask, ir/fused_gemm.h:
 //              row i at mask + i·mask_ld, bit k) is clear; no mask: no zeroing.
-// A warp owns a row (or two): its lanes split K, a xor tree adds the C partial dot products so
-// every lane holds the row's logits (fixed order: deterministic), each lane computes the softmax
-// terms, lane j writes dlogits[i, j], and the lanes write dx from the same registers. Sums are in
-// float32 FMA (not TF32), the softmax and the loss in double as the SCE kernels do. Up to 1024
-// rows every block counts the labels itself; above, the grid is cooperative and the blocks count
-// them together (SceSync counters). The last block adds the loss partials (fixed order).
+// Each block copies W into shared memory and each of its warps a row of x (and of the mask), all
+// copies in flight together while the block counts the labels; then a warp per row: its lanes
+// split K, a xor tree adds the C partial dot products so every lane holds the row's logits (a
+// fixed order: deterministic), each lane computes the softmax terms, lane j writes dlogits[i, j],
+// and the lanes write dx from the same registers. Sums are float32 FMA (not TF32), the softmax
+// and the loss in double as the SCE kernels do. Up to 1024 rows every block counts the labels
+// itself; above, the grid is cooperative and the blocks count them together (SceSync counters).
+// The last block adds the loss partials (fixed order). LinearSceFits: C <= 32 and W, 4 rows of x
+// and of the mask within kLinearSceMaxSmemBytes of shared memory: (C + 4)·K·4 bytes plus 4 mask
+// rows (K up to 1400 at 32 classes, 3600 at 10).
 inline constexpr int kLinearSceMaxClasses = 32;
+inline constexpr int64_t kLinearSceMaxSmemBytes = 200 * 1024;
 struct LinearSceArgs {
   const float* x = nullptr;
   const float* w = nullptr;
@@ -87,6 +92,7 @@ struct LinearSceArgs {
   int64_t ignore_index = -100;
   float label_smoothing = 0.0f;
 };
+bool LinearSceFits(int64_t c, int64_t k);
 int64_t LinearSceWorkspaceBytes(int64_t n);
 int64_t LinearSceCounterBytes(int64_t n);
 cudaError_t LaunchLinearSce(const LinearSceArgs& a, void* workspace, void* counters, cudaStream_t stream);
