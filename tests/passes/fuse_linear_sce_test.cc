@@ -190,6 +190,19 @@ TEST(FuseLinearSceTest, DeclinesWhatTheKernelDoesNotCompute) {
   }
 }
 
+// 4000 features of 10 classes: the weight and four rows of x need more than the kernel's 200 KB
+// of shared memory.
+TEST(FuseLinearSceTest, DeclinesAWeightTooLargeForTheKernel) {
+  std::string text = kHead;
+  for (size_t at = text.find("24"); at != std::string::npos; at = text.find("24", at + 4)) text.replace(at, 2, "4000");
+  text.replace(text.find("u8[7,16]"), 8, "u8[7,512]");
+  PassRun r = RunPass(text);
+  ASSERT_TRUE(r.after) << text;
+  EXPECT_FALSE(r.changed);
+  EXPECT_TRUE(absl::StrContains(r.remarks, "the weight of 10 x 4000 does not fit the fused kernel's 204800 bytes"))
+      << r.remarks;
+}
+
 // The models/mlp step in TF32 (the drelu data gradients of a TF32 step): the classifier, the loss
 // and the last data gradient become one node, and one training step computes the same bits as
 // without the pass (loss, parameters, Adam state).
