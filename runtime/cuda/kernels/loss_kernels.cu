@@ -602,7 +602,36 @@ __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
 }
 __device__ __forceinline__ void CpAsyncWaitAll() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
-// kMaxC >= c classes in registers. kVec: 16-byte copies and float4 reads along K (w [C, K]
+// The warp's sums of z[j] over its 32 lanes, scattered: at each level (lane offset 16, 8, ...) a
+// lane keeps the half of its classes picked by its lane bit and adds its partner's copy of them,
+// so after log2(kMaxC) levels lane l holds class l >> kShift (kMaxC 32: l; 16: l >> 1, with a last
+// level adding the two lanes of each class: both then hold the same bits, a + b == b + a).
+// kMaxC - 1 (+1) shuffles where an all-reduce of each class takes 5 kMaxC; a fixed order.
+template <int kMaxC>
+__device__ __forceinline__ float ReduceClassesOverWarp(float (&z)[kMaxC], int lane) {
+  static_assert(kMaxC == 16 || kMaxC == 32, "16 or 32 classes per warp");
+  constexpr int kLevels = kMaxC == 32 ? 5 : 4;
+#pragma unroll
+  for (int level = 0; level < kLevels; ++level) {
+    const int o = 16 >> level;
+    const bool upper = (lane & o) != 0;
+#pragma unroll
+    for (int i = 0; i < kMaxC / 2; ++i) {
+      const int half = kMaxC >> (level + 1);
+      if (i < half) {
+        const float lo = z[i], hi = z[i + half];
+        const float keep = upper ? hi : lo;
+        const float send = upper ? lo : hi;
+        z[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+      }
+    }
+  }
+  float v = z[0];
+  if constexpr (kMaxC == 16) v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v;
+}
+
+// kMaxC >= c classes in registers. kVec: 16-byte copies// kMaxC >= c classes in registers. kVec: 16-byte copies and float4 reads along K (w [C, K]
 // (trans_b), K % 4 == 0, x / w / mask / dx 16-byte aligned); otherwise element by element.
 template <int kMaxC, bool kVec>
 __global__ void __launch_bounds__(kLinWarps * 32)
@@ -654,6 +683,10 @@ __global__ void __launch_bounds__(kLinWarps * 32)
   if constexpr (kVec) CpAsyncWaitAll();
   __syncthreads();
   double acc = 0, cnt = 0;  // lane 0: the warp's rows' losses and their count
+  constexpr int kShift = kMaxC == 32 ? 0 : 1;  // lanes per class: 1 << kShift
+  const int cls = lane >> kShift;              // this lane's class
+  const bool own = cls < c;
+  const bool first = (lane & ((1 << kShift) - 1)) == 0;  // the class's first lane
   for (int64_t row = start; row < a.n; row += stride) {
     if (row != start) {
       __syncwarp();  // every lane is done with the previous row
@@ -662,8 +695,7 @@ __global__ void __launch_bounds__(kLinWarps * 32)
       if constexpr (kVec) CpAsyncWaitAll();
       __syncwarp();
     }
-    // This lane's share of the logits, then a xor tree: the same sums (bit for bit: a + b == b +
-    // a) in every lane.
+    // This lane's share of the logits.
     float z[kMaxC];
 #pragma unroll
     for (int j = 0; j < kMaxC; ++j) z[j] = 0.0f;
@@ -690,43 +722,27 @@ __global__ void __launch_bounds__(kLinWarps * 32)
         }
       }
     }
-#pragma unroll
-    for (int j = 0; j < kMaxC; ++j) {
-      if (j < c) {
-        z[j] = nl::WarpSum(z[j]);
-        if (a.bias != nullptr) z[j] += __ldg(a.bias + j);
-      }
-    }
-    // The softmax, the loss terms and dlogits, as SceForwardWarpKernel computes them (every lane
-    // all of the row's classes: they are in its registers); z becomes dlogits.
-    float m = -std::numeric_limits<float>::infinity();
-#pragma unroll
-    for (int j = 0; j < kMaxC; ++j) {
-      if (j < c) m = max(m, z[j]);
-    }
-    double s = 0;
-#pragma unroll
-    for (int j = 0; j < kMaxC; ++j) {
-      if (j < c) s += static_cast<double>(ExpC(z[j] - m));
-    }
+    // Lane `lane` now takes class cls = lane >> kShift (its logit summed over the warp), computes
+    // that class's softmax terms and dlogits (the lanes of a class agree bit for bit), and the
+    // row's sums go over the classes' first lanes (a fixed xor tree).
+    const float zj = ReduceClassesOverWarp(z, lane) + (own && a.bias != nullptr ? __ldg(a.bias + cls) : 0.0f);
+    const float m = nl::WarpMax(own ? zj : -std::numeric_limits<float>::infinity());
+    const double s = nl::WarpSum(own && first ? static_cast<double>(ExpC(zj - m)) : 0.0);
     const double lse = static_cast<double>(m) + log(s);
-    double all = 0, lpy = 0;
-    float mine = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kMaxC; ++j) {
-      if (j < c) {
-        const double l = static_cast<double>(static_cast<float>(static_cast<double>(z[j]) - lse));
-        all += l;
-        if (j == y) lpy = l;
-        z[j] = SceGradAt<float, float>(l, j, y, c, a.ignore_index, eps, scale);
-        if (j == lane) mine = z[j];
-      }
-    }
-    if (lane < c) a.dlogits[row * c + lane] = mine;
+    const float lt = static_cast<float>(static_cast<double>(zj) - lse);
+    const double l = static_cast<double>(lt);
+    const double all = nl::WarpSum(own && first ? l : 0.0);
+    const bool y_class = y >= 0 && y < c;
+    const double lpy = static_cast<double>(__shfl_sync(0xffffffffu, lt, y_class ? static_cast<int>(y) << kShift : 0));
+    const float dl = own ? SceGradAt<float, float>(l, cls, y, c, a.ignore_index, eps, scale) : 0.0f;
+    if (own && first) a.dlogits[row * c + cls] = dl;
     if (lane == 0 && y != a.ignore_index) {
-      acc += (y < 0 || y >= c) ? NaN() : (1.0 - eps) * -lpy + eps / c * -all;
+      acc += !y_class ? NaN() : (1.0 - eps) * -lpy + eps / c * -all;
       cnt += 1.0;
     }
+    // Every lane takes the row's dlogits for dx.
+#pragma unroll
+    for (int i = 0; i < kMaxC; ++i) z[i] = __shfl_sync(0xffffffffu, dl, i << kShift);
     // dx = dlogits · W, through the ReLU mask.
     if constexpr (kVec) {
       for (int64_t k0 = 4 * lane; k0 < k_len; k0 += 128) {
