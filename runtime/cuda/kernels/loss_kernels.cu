@@ -631,7 +631,7 @@ __device__ __forceinline__ float ReduceClassesOverWarp(float (&z)[kMaxC], int la
   return v;
 }
 
-// kMaxC >= c classes in registers. kVec: 16-byte copies// kMaxC >= c classes in registers. kVec: 16-byte copies and float4 reads along K (w [C, K]
+// kMaxC >= c classes in registers. kVec: 16-byte copies and float4 reads along K (w [C, K]
 // (trans_b), K % 4 == 0, x / w / mask / dx 16-byte aligned); otherwise element by element.
 template <int kMaxC, bool kVec>
 __global__ void __launch_bounds__(kLinWarps * 32)

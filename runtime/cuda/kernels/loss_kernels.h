@@ -63,14 +63,14 @@ cudaError_t LaunchSceWithGrad(int dtype, int grad_dtype, int dloss_dtype, const 
 //              row i at mask + i·mask_ld, bit k) is clear; no mask: no zeroing.
 // Each block copies W into shared memory and each of its warps a row of x (and of the mask), all
 // copies in flight together while the block counts the labels; then a warp per row: its lanes
-// split K, a xor tree adds the C partial dot products so every lane holds the row's logits (a
-// fixed order: deterministic), each lane computes the softmax terms, lane j writes dlogits[i, j],
-// and the lanes write dx from the same registers. Sums are float32 FMA (not TF32), the softmax
-// and the loss in double as the SCE kernels do. Up to 1024 rows every block counts the labels
-// itself; above, the grid is cooperative and the blocks count them together (SceSync counters).
-// The last block adds the loss partials (fixed order). LinearSceFits: C <= 32 and W, 4 rows of x
-// and of the mask within kLinearSceMaxSmemBytes of shared memory: (C + 4)·K·4 bytes plus 4 mask
-// rows (K up to 1400 at 32 classes, 3600 at 10).
+// split K, a reduce-scatter over the lanes leaves one class's logit per lane (a fixed order:
+// deterministic), each lane computes its class's softmax terms and dlogits (sums over the classes
+// by a xor tree), the lanes exchange dlogits and write dx. Sums of products are float32 FMA (not
+// TF32), the softmax and the loss in double as the SCE kernels do. Up to 1024 rows every block
+// counts the labels itself; above, the grid is cooperative and the blocks count them together
+// (SceSync counters). The last block adds the loss partials (fixed order). LinearSceFits: C <= 32
+// and W, 4 rows of x and of the mask within kLinearSceMaxSmemBytes of shared memory: (C + 4)·K·4
+// bytes plus 4 mask rows (K up to 1400 at 32 classes, 3600 at 10).
 inline constexpr int kLinearSceMaxClasses = 32;
 inline constexpr int64_t kLinearSceMaxSmemBytes = 200 * 1024;
 struct LinearSceArgs {

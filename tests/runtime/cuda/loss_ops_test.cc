@@ -258,12 +258,12 @@ TEST(CudaLossOpsTest, SoftmaxCrossEntropyWithGradSumsTheColumns) {
 
 // ottr::LinearSoftmaxCrossEntropyWithGrad (fuse-linear-sce) against the CPU reference on the
 // shapes that pick each launch: the MLP's classifier at batch 128 (32 blocks counting the labels
-// themselves, float4 loads), batch 8192 (a cooperative grid, two rows per warp), 4099 rows of 32
-// classes (the second row of the last warp missing), a [K, C] weight with K % 4 != 0 and no mask
-// (scalar loads), a single row (one block), 2000 rows (cooperative, one row per warp).
-// Tolerances: the GPU adds each logit's K products in float32 FMA (32 lanes, then a xor tree),
-// the CPU in its own order, so each logit differs by at most 2 K u S (u = 2^-24, S = max over
-// classes of sum_k |x_k W(j, k)|, the accumulated error of both orders); the softmax is
+// themselves, 16-byte copies), batch 8192 (a cooperative grid, warps looping over rows), 4099 rows
+// of 32 classes (a lane per class, int32 labels, the last block partly empty), a [K, C] weight
+// with K % 4 != 0 and no mask (element copies), a single row (one block), 2000 rows (cooperative).
+// Tolerances: the GPU adds each logit's K products in float32 FMA (32 lanes, then a
+// reduce-scatter), the CPU in its own order, so each logit differs by at most 2 K u S (u = 2^-24,
+// S = max over classes of sum_k |x_k W(j, k)|, the accumulated error of both orders); the softmax is
 // 1-Lipschitz per entry in the max norm of the logits, so each p_ij by at most 2 dz (then scaled
 // by dloss / count into dlogits), and the loss by 2 dz; dx_ik = sum_j dlogits_ij W(j, k) adds the
 // dlogits error times sum_j |W(j, k)| and C u sum_j |dlogits_ij W(j, k)| of its own rounding. Each
@@ -286,8 +286,8 @@ TEST(CudaLossOpsTest, LinearSoftmaxCrossEntropyWithGradMatchesCpu) {
     SCOPED_TRACE(absl::StrCat("N=", p.n, " K=", p.k, " C=", p.c, " transB ", p.trans_b, " mask ", p.mask, " bias ",
                               p.bias));
     const Tensor x = RandomOf(DType::kFloat32, {p.n, p.k}, ++seed, 0.0, 2.0);
-    const Tensor w = RandomOf(DType::kFloat32, p.trans_b ? std::vector<int64_t>{p.c, p.k} : std::vector<int64_t>{p.k, p.c},
-                              ++seed, -0.2, 0.2);
+    const std::vector<int64_t> w_dims = p.trans_b ? std::vector<int64_t>{p.c, p.k} : std::vector<int64_t>{p.k, p.c};
+    const Tensor w = RandomOf(DType::kFloat32, w_dims, ++seed, -0.2, 0.2);
     const Tensor b = RandomOf(DType::kFloat32, {p.c}, ++seed, -0.5, 0.5);
     const Tensor labels = Labels({p.n}, ++seed, -1, p.c - 1, p.n % 2 == 1);
     const Tensor mask = RandomOf(DType::kUInt8, {p.n, ir::ReluMaskRowBytes(p.k)}, ++seed, 0.0, 255.9);
