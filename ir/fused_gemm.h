@@ -52,6 +52,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "ir/linear_sce_layout.h"  // ReluMaskRowBytes
 
 namespace ottr::ir {
 
@@ -98,9 +99,6 @@ inline bool EpilogueIsRelu(FusedEpilogue e) {
   return e == FusedEpilogue::kReluBias || e == FusedEpilogue::kReluAuxBias || e == FusedEpilogue::kDRelu ||
          e == FusedEpilogue::kDReluBgrad;
 }
-
-// Bytes of one row of the ReLU mask of a [M, N] output: RoundUp(N, 128) bits.
-inline int64_t ReluMaskRowBytes(int64_t n) { return (n + 127) / 128 * 16; }
 
 }  // namespace ottr::ir
 

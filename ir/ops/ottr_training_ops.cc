@@ -16,13 +16,16 @@
 //     An optional third output dbias [C] = Σ_i dlogits[i, :] (fuse-sce-bgrad: the bias gradient
 //     of the GEMM before, ReduceSum(dlogits, [0]) folded), summed as ReduceSum does.
 //   ottr::LinearSoftmaxCrossEntropyWithGrad(x f32[N,K], w, [bias f32[C]], labels i64[N], dloss f32[],
-//       [mask u8[N, ReluMaskRowBytes(K)]]) -> (loss f32[], dlogits f32[N,C], dx f32[N,K])
-//     {transB, ignore_index, label_smoothing} (fuse-linear-sce: the classifier GEMM, the loss and
-//     the data gradient through the GEMM in one node): logits = x · op(w) + bias, op(w) = wᵀ with
-//     w [C, K] for transB = 1, else w [K, C]; (loss, dlogits) = SoftmaxCrossEntropyWithGrad(logits,
-//     labels, dloss); dx = dlogits · op(w)ᵀ, zero where the ReLU bit mask (ir/fused_gemm.h) of
-//     x's producer is clear when a mask is given (the drelu epilogue). Float32; the logits are
-//     not an output.
+//       [mask u8[N, ReluMaskRowBytes(K)]]) -> (loss f32[], dlogits f32[N,C], dx f32[N,K], [dbias f32[K]])
+//     {transB, ignore_index, label_smoothing, classes = 0, relu_x = 0} (fuse-linear-sce: the
+//     classifier GEMM, the loss and the data gradient through the GEMM in one node): logits =
+//     x · op(w) + bias, op(w) = wᵀ with w [C, K] for transB = 1, else w [K, C]; (loss, dlogits) =
+//     SoftmaxCrossEntropyWithGrad(logits, labels, dloss) {classes} (classes > 0: the loss of the
+//     first `classes` columns, dlogits zero past them: a classifier padded by pad-gemm-dims);
+//     dx = dlogits · op(w)ᵀ, zero where the ReLU bit mask (ir/fused_gemm.h) of x's producer is
+//     clear when a mask is given (the drelu epilogue), or with relu_x = 1 where x <= 0 (x is a
+//     ReLU's output: ReluGrad(dx, x)); dbias, when asked for, is Σ_i dx[i, :] summed in double
+//     and rounded once (ReluGradBiasGrad's bias gradient). Float32; the logits are not an output.
 //   ottr::SGDUpdate(param, grad, lr f32[], step i64[], [buf]) -> (param', [buf'])
 //     PyTorch SGD: g = grad + wd · param; buf = g on step 1, else momentum · buf + (1 - dampening) · g;
 //     g = g + momentum · buf (nesterov) or buf; param' = param - lr · g
@@ -212,9 +215,17 @@ absl::Status InferLinearSce(InferenceContext& ctx) {
   if (ctx.has_input(5) && ctx.input_type(5).dtype != DType::kUInt8) {
     return ctx.Error(absl::StrCat("the ReLU mask must be uint8, got ", ctx.input_type(5).ToString()));
   }
+  if (ctx.has_input(5) && ctx.node().GetInt("relu_x", 0) != 0) {
+    return ctx.Error("relu_x = 1 and a ReLU mask: dx goes through one activation");
+  }
+  const int64_t classes = ctx.node().GetInt("classes", 0);
+  if (classes < 0 || (c.is_static() && classes > c.value())) {
+    return ctx.Error(absl::StrCat("classes ", classes, " is outside [0, ", c.ToString(), "] (the weight's classes)"));
+  }
   ctx.set_output_type(0, TensorType(DType::kFloat32, Shape{}));
   ctx.set_output_type(1, TensorType(DType::kFloat32, Shape{x[0], c}));
   ctx.set_output_type(2, TensorType(DType::kFloat32, x));
+  if (ctx.num_outputs() > 3) ctx.set_output_type(3, TensorType(DType::kFloat32, Shape{x[1]}));
   return absl::OkStatus();
 }
 
@@ -292,10 +303,12 @@ void RegisterOptimizerOps(OpRegistry& r) {
                  .Build());
   r.Register(OpSchemaBuilder(std::string(kOttrDomain), "LinearSoftmaxCrossEntropyWithGrad")
                  .Inputs(2, 6)  // the bias (2) may be omitted; InferLinearSce requires 3 and 4
-                 .Outputs(3, 3)
+                 .Outputs(3, 4)
                  .Attr("transB", K::kInt)
                  .Attr("ignore_index", K::kInt)
                  .Attr("label_smoothing", K::kFloat)
+                 .Attr("classes", K::kInt)
+                 .Attr("relu_x", K::kInt)
                  .Shape(InferLinearSce)
                  .NotDifferentiable()
                  .Build());

@@ -188,8 +188,10 @@ absl::Status SceWithGrad(KernelContext& ctx) {
 
 // ottr::LinearSoftmaxCrossEntropyWithGrad (fuse-linear-sce): the three nodes it replaces, with
 // their arithmetic: the FusedGemm bias (or none) epilogue (bias rows, then GemmGeneric with beta
-// 1), SoftmaxCrossEntropyWithGrad (SceRows, SceGradRows), and the FusedGemm drelu (or none) of
-// dlogits (GemmGeneric, then zero where the mask bit is clear). Same bits as the unfused step.
+// 1), SoftmaxCrossEntropyWithGrad {classes} (SceRows, SceGradRows of the first `classes` columns,
+// zeros past them), the FusedGemm drelu (or none, or ONNX Gemm) of dlogits (GemmGeneric, then zero
+// where the mask bit is clear), and with relu_x ReluGrad(dx, x) / ReluGradBiasGrad's column sums
+// in double. Same bits as the unfused step.
 absl::Status LinearSceWithGrad(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
@@ -201,17 +203,24 @@ absl::Status LinearSceWithGrad(KernelContext& ctx) {
   }
   if (x.rank() != 2 || w.rank() != 2) return ctx.Error("x and w must be matrices");
   const int64_t n = x.dim(0), k = x.dim(1);
-  const int64_t c = tb ? w.dim(0) : w.dim(1);
+  const int64_t c = tb ? w.dim(0) : w.dim(1);  // the GEMM's columns (padded ones included)
   if ((tb ? w.dim(1) : w.dim(0)) != k) {
     return ctx.Error(absl::StrCat("x [", n, ", ", k, "] and w [", w.dim(0), ", ", w.dim(1), "] (transB = ", tb ? 1 : 0,
                                   ") disagree on K"));
   }
+  const int64_t classes_attr = ctx.attr_int("classes", 0);
+  if (classes_attr < 0 || classes_attr > c) {
+    return ctx.Error(absl::StrCat("classes ", classes_attr, " is outside [0, ", c, "] (the weight's classes)"));
+  }
+  const int64_t classes = classes_attr > 0 ? classes_attr : c;
   if (labels.num_elements() != n) return ctx.Error("labels and x disagree on the batch size");
   const bool has_bias = ctx.has_input(2);
   if (has_bias && ctx.input(2).num_elements() != c) {
     return ctx.Error(absl::StrCat("the bias has ", ctx.input(2).num_elements(), " elements for ", c, " classes"));
   }
   const bool has_mask = ctx.has_input(5);
+  const bool relu_x = ctx.attr_int("relu_x", 0) != 0;
+  if (has_mask && relu_x) return ctx.Error("relu_x = 1 and a ReLU mask: dx goes through one activation");
   const int64_t mask_row = ir::ReluMaskRowBytes(k);
   if (has_mask && ctx.input(5).num_elements() != n * mask_row) {
     return ctx.Error(absl::StrCat("the ReLU mask has ", ctx.input(5).num_elements(), " bytes, expected ", n, " x ",
@@ -219,7 +228,7 @@ absl::Status LinearSceWithGrad(KernelContext& ctx) {
   }
   const int64_t ignore = ctx.attr_int("ignore_index", -100);
   const double eps = ctx.attr_float("label_smoothing", 0.0f);
-  absl::Status s = CheckLabels(ctx, labels, c, ignore);
+  absl::Status s = CheckLabels(ctx, labels, classes, ignore);
   if (!s.ok()) return s;
   Tensor logits(DType::kFloat32, {n, c});
   if (has_bias) {
@@ -229,11 +238,19 @@ absl::Status LinearSceWithGrad(KernelContext& ctx) {
     GemmGeneric<float>(false, tb, n, c, k, 1.0, x.data<float>(), k, w.data<float>(), w.dim(1), has_bias ? 1.0 : 0.0,
                        logits.data<float>(), c);
   }
-  Tensor lp(DType::kFloat32, {n, c});
-  const float loss = SceRows<float>(logits.data<float>(), labels, n, c, ignore, eps, lp.data<float>());
+  // The loss of the first `classes` columns (SoftmaxCrossEntropyWithGrad {classes}).
+  Tensor narrow(DType::kFloat32, {n, classes});
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(narrow.data<float>() + i * classes, logits.data<float>() + i * c, classes * 4);
+  }
+  Tensor lp(DType::kFloat32, {n, classes});
+  const float loss = SceRows<float>(narrow.data<float>(), labels, n, classes, ignore, eps, lp.data<float>());
   ctx.AllocateOutput(0, DType::kFloat32, {}).data<float>()[0] = loss;
+  Tensor dn(DType::kFloat32, {n, classes});
+  SceGradRows<float>(ctx.input(4).GetAsDouble(0), lp.data<float>(), labels, n, classes, ignore, eps, dn.data<float>());
   Tensor& d = ctx.AllocateOutput(1, DType::kFloat32, {n, c});
-  SceGradRows<float>(ctx.input(4).GetAsDouble(0), lp.data<float>(), labels, n, c, ignore, eps, d.data<float>());
+  std::memset(d.raw_data(), 0, d.nbytes());
+  for (int64_t i = 0; i < n; ++i) std::memcpy(d.data<float>() + i * c, dn.data<float>() + i * classes, classes * 4);
   Tensor& dx = ctx.AllocateOutput(2, DType::kFloat32, {n, k});
   float* dp = dx.data<float>();
   if (n > 0 && k > 0) GemmGeneric<float>(false, !tb, n, k, c, 1.0, d.data<float>(), c, w.data<float>(), w.dim(1), 0.0, dp, k);
@@ -244,6 +261,18 @@ absl::Status LinearSceWithGrad(KernelContext& ctx) {
         if (!((mp[i * mask_row + j / 8] >> (j % 8)) & 1u)) dp[i * k + j] = 0.0f;
       }
     }
+  }
+  if (relu_x) {  // ReluGrad(dx, x): dx where x > 0, else 0 (NaN x included)
+    const float* xp = x.data<float>();
+    for (int64_t i = 0; i < n * k; ++i) dp[i] = xp[i] > 0.0f ? dp[i] : 0.0f;
+  }
+  if (ctx.num_outputs() > 3) {  // ReluGradBiasGrad's bias gradient: the rows in order, in double
+    std::vector<double> acc(static_cast<size_t>(k), 0.0);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < k; ++j) acc[j] += static_cast<double>(dp[i * k + j]);
+    }
+    float* db = ctx.AllocateOutput(3, DType::kFloat32, {k}).data<float>();
+    for (int64_t j = 0; j < k; ++j) db[j] = static_cast<float>(acc[j]);
   }
   return absl::OkStatus();
 }

@@ -241,7 +241,7 @@ absl::StatusOr<CompiledOp> CompileSceWithGrad(OpCompileContext& ctx) {
 }
 
 // ottr::LinearSoftmaxCrossEntropyWithGrad (fuse-linear-sce): x [N, K], w, [bias], labels, dloss,
-// [mask] -> loss, dlogits, dx; one launch (kernels::LaunchLinearSce).
+// [mask] -> loss, dlogits, dx, [dbias] {classes, relu_x}; one launch (kernels::LaunchLinearSce).
 absl::StatusOr<CompiledOp> CompileLinearSce(OpCompileContext& ctx) {
   for (int i : {0, 1, 2, 4}) {
     if (i == 2 && !ctx.has_input(2)) continue;
@@ -257,14 +257,21 @@ absl::StatusOr<CompiledOp> CompileLinearSce(OpCompileContext& ctx) {
   }
   const bool trans_b = ctx.node().GetInt("transB", 0) != 0;
   const int64_t n = xd[0], k = xd[1];
-  const int64_t c = trans_b ? wd[0] : wd[1];
+  const int64_t c = trans_b ? wd[0] : wd[1];  // the GEMM's columns
   if ((trans_b ? wd[1] : wd[0]) != k) {
     return ctx.Error(absl::StrCat("x ", DimsString(xd), " and w ", DimsString(wd), " disagree on K"));
   }
-  if (!kernels::LinearSceFits(c, k)) {
-    return ctx.Unsupported(absl::StrCat(c, " classes of ", k, " features (the fused kernel holds at most ",
-                                        kernels::kLinearSceMaxClasses, " classes, and the weight with four rows in ",
-                                        kernels::kLinearSceMaxSmemBytes, " bytes of shared memory)"));
+  const int64_t classes_attr = ctx.node().GetInt("classes", 0);
+  if (classes_attr < 0 || classes_attr > c) {
+    return ctx.Error(absl::StrCat("classes ", classes_attr, " is outside [0, ", c, "] (the weight's classes)"));
+  }
+  const int64_t classes = classes_attr > 0 ? classes_attr : c;
+  const bool col_sums = ctx.num_outputs() > 3;
+  if (!ir::LinearSceFits(classes, k, col_sums)) {
+    return ctx.Unsupported(absl::StrCat(classes, " classes of ", k, " features (the fused kernel holds at most ",
+                                        ir::kLinearSceMaxClasses, " classes, and the weight with ",
+                                        ir::kLinearSceWarps, " rows", col_sums ? " and column sums" : "", " in ",
+                                        ir::kLinearSceMaxSmemBytes, " bytes of shared memory)"));
   }
   if (ctx.input_dims(3) != std::vector<int64_t>{n}) {
     return ctx.Error(absl::StrCat("labels ", DimsString(ctx.input_dims(3)), " must be [", n, "]"));
@@ -276,6 +283,8 @@ absl::StatusOr<CompiledOp> CompileLinearSce(OpCompileContext& ctx) {
     return ctx.Error(absl::StrCat("bias ", DimsString(ctx.input_dims(2)), " must have ", c, " elements"));
   }
   const bool has_mask = ctx.has_input(5);
+  const bool relu_x = ctx.node().GetInt("relu_x", 0) != 0;
+  if (has_mask && relu_x) return ctx.Error("relu_x = 1 and a ReLU mask: dx goes through one activation");
   const int64_t mask_ld = ir::ReluMaskRowBytes(k);
   if (has_mask && (ctx.input_type(5).dtype != DType::kUInt8 || ir::NumElements(ctx.input_dims(5)) != n * mask_ld)) {
     return ctx.Error(absl::StrCat("the ReLU mask ", ctx.input_type(5).ToString(), " must be u8[", n, ",", mask_ld, "]"));
@@ -286,18 +295,21 @@ absl::StatusOr<CompiledOp> CompileLinearSce(OpCompileContext& ctx) {
   base.mask_ld = mask_ld;
   base.n = n;
   base.k = k;
-  base.c = static_cast<int>(c);
+  base.c = static_cast<int>(classes);
+  base.ldc = static_cast<int>(c);
+  base.relu_x = relu_x;
   base.trans_b = trans_b;
   base.ignore_index = ctx.node().GetInt("ignore_index", -100);
   base.label_smoothing = ctx.node().GetFloat("label_smoothing", 0.0f);
   // Outputs nobody reads go to the workspace, after the kernel's partials.
-  const int64_t kernel_ws = Align256(kernels::LinearSceWorkspaceBytes(n));
+  const int64_t kernel_ws = Align256(kernels::LinearSceWorkspaceBytes(n, k, col_sums));
   const int64_t loss_ws = 256;
   const int64_t dlogits_ws = ctx.output_needed(1) ? 0 : Align256(n * c * 4);
   const int64_t dx_ws = ctx.output_needed(2) ? 0 : Align256(n * k * 4);
+  const int64_t dbias_ws = col_sums && !ctx.output_needed(3) ? Align256(k * 4) : 0;
   CompiledOp op;
-  op.workspace_bytes = kernel_ws + loss_ws + dlogits_ws + dx_ws;
-  op.counter_bytes = kernels::LinearSceCounterBytes(n);
+  op.workspace_bytes = kernel_ws + loss_ws + dlogits_ws + dx_ws + dbias_ws;
+  op.counter_bytes = kernels::LinearSceCounterBytes();
   op.launch = [=](const LaunchArgs& a) -> absl::Status {
     char* ws = static_cast<char*>(a.workspace);
     kernels::LinearSceArgs args = base;
@@ -310,6 +322,10 @@ absl::StatusOr<CompiledOp> CompileLinearSce(OpCompileContext& ctx) {
     args.loss = static_cast<float*>(a.outputs[0] != nullptr ? a.outputs[0] : ws + kernel_ws);
     args.dlogits = static_cast<float*>(a.outputs[1] != nullptr ? a.outputs[1] : ws + kernel_ws + loss_ws);
     args.dx = static_cast<float*>(a.outputs[2] != nullptr ? a.outputs[2] : ws + kernel_ws + loss_ws + dlogits_ws);
+    if (col_sums) {
+      args.dbias = static_cast<float*>(a.outputs[3] != nullptr ? a.outputs[3]
+                                                                : ws + kernel_ws + loss_ws + dlogits_ws + dx_ws);
+    }
     NvtxRange range("LinearSoftmaxCrossEntropyWithGrad");
     OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchLinearSce(args, a.workspace, a.counters, a.stream));
     return absl::OkStatus();

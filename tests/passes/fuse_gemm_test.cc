@@ -687,7 +687,8 @@ TEST(FuseGemmTrainingTest, DisabledPassesAreSkipped) {
   passes::TrainingSpec spec;
   spec.batch = 8;
   spec.fuse_epilogues = true;
-  spec.disabled_passes = {"fuse-gemm-dact-bgrad"};
+  // fuse-linear-sce would take the classifier, the loss and the last ReluGrad.
+  spec.disabled_passes = {"fuse-gemm-dact-bgrad", "fuse-linear-sce"};
   auto step = passes::BuildTrainingGraph(**forward, spec);
   ASSERT_TRUE(step.ok()) << step.status();
   // Without dact-bgrad, bgrad takes every layer's bias gradient into its weight-gradient GEMM.

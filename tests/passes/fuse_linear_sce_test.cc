@@ -150,7 +150,7 @@ TEST(FuseLinearSceTest, DeclinesWhatTheKernelDoesNotCompute) {
       // No data gradient (the classifier's input needs none).
       {{{"  %dh : f32[7,24] = ottr::FusedGemm(%d, %w, _, %mask) {epilogue = \"drelu\"} origin \"fc1/grad\"\n", ""},
         {"  output %dh\n", ""}},
-       "no ottr::FusedGemm none / drelu reads dlogits d and the weight w"},
+       "no ottr::FusedGemm none / drelu or Gemm reads dlogits d and the weight w"},
       // 40 classes: more than a warp's lanes.
       {{{"%w : f32[10,24]", "%w : f32[40,24]"},
         {"%b : f32[10]", "%b : f32[40]"},
@@ -203,6 +203,139 @@ TEST(FuseLinearSceTest, DeclinesAWeightTooLargeForTheKernel) {
       << r.remarks;
 }
 
+// The head of a large TF32 step (the small MLP at batch 8192): the hidden layer keeps RELU_BIAS
+// without a mask, pad-gemm-dims padded the classifier to 12 columns (the loss reads the first 10),
+// and the data gradient is a plain Gemm read by the ReLU backward of the classifier's input with
+// the hidden layer's bias gradient (fuse-relu-grad-bgrad).
+constexpr char kPaddedHead[] = R"(graph "g" {
+  opset ai.onnx 17
+  input %x0 : f32[7,6]
+  input %labels : i64[7]
+  input %w0 : f32[24,6]
+  input %b0 : f32[24]
+  input %w : f32[12,24]
+  input %b : f32[12]
+  %seed : f32[] = Constant() {value = tensor<f32[] [0.75]>} origin "autodiff/seed"
+  %h : f32[7,24] = ottr::FusedGemm(%x0, %w0, %b0) {epilogue = "relu_bias", transB = 1} origin "fc0"
+  %logits : f32[7,12] = ottr::FusedGemm(%h, %w, %b) {epilogue = "bias", transB = 1} origin "fc1"
+  %loss : f32[], %d : f32[7,12] = ottr::SoftmaxCrossEntropyWithGrad(%logits, %labels, %seed) {classes = 10, ignore_index = -1, label_smoothing = 0.1} origin "loss"
+  %dh : f32[7,24] = Gemm(%d, %w) origin "fc1/grad"
+  %dz : f32[7,24], %db0 : f32[24] = ottr::ReluGradBiasGrad(%dh, %h) origin "relu0/grad"
+  %gw : f32[12,24], %gb : f32[12] = ottr::FusedGemm(%d, %h) {epilogue = "bgrada", transA = 1} origin "fc1/grad"
+  output %loss
+  output %dz
+  output %gw
+  output %gb
+  output %db0
+  output %d
+})";
+
+// The loss, dlogits with their padded columns, dx through x's ReLU and its column sums: one node;
+// every output the same bits as before; the padded columns of dlogits are zero, dx is zero where
+// the ReLU cleared h and in the ignored row.
+TEST(FuseLinearSceTest, FusesAPaddedClassifierAndTheReluBackwardOfItsInput) {
+  PassRun r = RunPass(kPaddedHead);
+  ASSERT_TRUE(r.after);
+  EXPECT_TRUE(r.changed) << r.remarks;
+  EXPECT_EQ(IrBody(*r.after),
+            "  %seed : f32[] = Constant() {value = tensor<f32[] [0.75]>} origin \"autodiff/seed\"\n"
+            "  %h : f32[7,24] = ottr::FusedGemm(%x0, %w0, %b0) {epilogue = \"relu_bias\", transB = 1} origin \"fc0\"\n"
+            "  %loss : f32[], %d : f32[7,12], %dz : f32[7,24], %db0 : f32[24] = "
+            "ottr::LinearSoftmaxCrossEntropyWithGrad(%h, %w, %b, %labels, %seed) {classes = 10, ignore_index = -1, "
+            "label_smoothing = 0.100000001, relu_x = 1, transB = 1} origin \"loss\"\n"
+            "  %gw : f32[12,24], %gb : f32[12] = ottr::FusedGemm(%d, %h) {epilogue = \"bgrada\", transA = 1} origin "
+            "\"fc1/grad\"\n"
+            "  output %loss, %dz, %gw, %gb, %db0, %d\n");
+  EXPECT_TRUE(absl::StrContains(r.remarks, "+ node 'fc1/grad' (Gemm) + node 'relu0/grad' (ottr.ReluGradBiasGrad) -> "
+                                           "ottr::LinearSoftmaxCrossEntropyWithGrad (the first 10 of 12 classes, dx "
+                                           "through x's ReLU, with its column sums)"))
+      << r.remarks;
+  ExpectSameBits(r, kPaddedHead);
+  const runtime::TensorMap feeds = Feeds(kPaddedHead);
+  const std::vector<ir::Tensor> after = RunOnCpu(*r.after, feeds);
+  ASSERT_EQ(after.size(), 6u);
+  const ir::Tensor& d = after[5];
+  const ir::Tensor& dz = after[1];
+  const ir::Tensor& db = after[4];
+  double live = 0;
+  for (int64_t i = 0; i < 7; ++i) {
+    for (int64_t j = 0; j < 12; ++j) {
+      if (j >= 10) EXPECT_EQ(d.GetAsDouble(i * 12 + j), 0.0) << i << "," << j;
+      live += j < 10 ? std::abs(d.GetAsDouble(i * 12 + j)) : 0.0;
+    }
+  }
+  EXPECT_GT(live, 1e-3);
+  // h = relu(x0 · w0ᵀ + b0), recomputed from the feeds: dz is zero wherever h is.
+  const ir::Tensor& x0 = feeds.at("x0");
+  const ir::Tensor& w0 = feeds.at("w0");
+  const ir::Tensor& b0 = feeds.at("b0");
+  int cleared = 0;
+  for (int64_t i = 0; i < 7; ++i) {
+    for (int64_t j = 0; j < 24; ++j) {
+      double z = b0.GetAsDouble(j);
+      for (int64_t t = 0; t < 6; ++t) z += x0.GetAsDouble(i * 6 + t) * w0.GetAsDouble(j * 6 + t);
+      if (z < -1e-5) {
+        ++cleared;
+        EXPECT_EQ(dz.GetAsDouble(i * 24 + j), 0.0) << i << "," << j;
+      }
+    }
+  }
+  EXPECT_GT(cleared, 10);
+  for (int64_t j = 0; j < 24; ++j) {
+    double sum = 0;
+    for (int64_t i = 0; i < 7; ++i) sum += dz.GetAsDouble(i * 24 + j);
+    EXPECT_EQ(db.GetAsDouble(j), static_cast<double>(static_cast<float>(sum))) << j;
+  }
+}
+
+// ReluGrad without the column sums: dx through x's ReLU, three outputs.
+TEST(FuseLinearSceTest, FusesTheReluGradOfItsInputWithoutColumnSums) {
+  std::string text = kPaddedHead;
+  auto swap = [&](const std::string& from, const std::string& to) {
+    ASSERT_NE(text.find(from), std::string::npos) << from;
+    text.replace(text.find(from), from.size(), to);
+  };
+  swap("%dz : f32[7,24], %db0 : f32[24] = ottr::ReluGradBiasGrad(%dh, %h)", "%dz : f32[7,24] = ottr::ReluGrad(%dh, %h)");
+  swap("  output %db0\n", "");
+  PassRun r = RunPass(text);
+  ASSERT_TRUE(r.after) << text;
+  EXPECT_TRUE(r.changed) << r.remarks;
+  EXPECT_TRUE(absl::StrContains(IrBody(*r.after),
+                                "%loss : f32[], %d : f32[7,12], %dz : f32[7,24] = ottr::LinearSoftmaxCrossEntropyWithGrad("
+                                "%h, %w, %b, %labels, %seed) {classes = 10, ignore_index = -1, label_smoothing = "
+                                "0.100000001, relu_x = 1, transB = 1}"))
+      << IrBody(*r.after);
+  EXPECT_TRUE(absl::StrContains(r.remarks, "(the first 10 of 12 classes, dx through x's ReLU)")) << r.remarks;
+  ExpectSameBits(r, text);
+}
+
+// The ReLU backward of another tensor than the classifier's input stays a node of its own (the
+// kernel only has x); the Gemm is still fused, dx without an activation.
+TEST(FuseLinearSceTest, LeavesTheReluBackwardOfAnotherTensor) {
+  std::string text = kPaddedHead;
+  text.replace(text.find("ottr::ReluGradBiasGrad(%dh, %h)"), 31, "ottr::ReluGradBiasGrad(%dh, %x1)");
+  text.replace(text.find("  input %labels"), 0, "  input %x1 : f32[7,24]\n");
+  PassRun r = RunPass(text);
+  ASSERT_TRUE(r.after) << text;
+  EXPECT_TRUE(r.changed) << r.remarks;
+  EXPECT_EQ(CountOps(*r.after, "ReluGradBiasGrad"), 1);
+  EXPECT_TRUE(absl::StrContains(r.remarks, "(the first 10 of 12 classes, dx without an activation)")) << r.remarks;
+  ExpectSameBits(r, text);
+}
+
+// 3000 features: the weight and four rows of x fit (10 + 4) · 3000 · 4 bytes, but not with four
+// rows of column sums as well ((10 + 8) · 3000 · 4 > 200 KB).
+TEST(FuseLinearSceTest, DeclinesColumnSumsTooLargeForTheKernel) {
+  std::string text = kPaddedHead;
+  for (size_t at = text.find("24"); at != std::string::npos; at = text.find("24", at + 4)) text.replace(at, 2, "3000");
+  PassRun r = RunPass(text);
+  ASSERT_TRUE(r.after) << text;
+  EXPECT_FALSE(r.changed);
+  EXPECT_TRUE(absl::StrContains(r.remarks, "the weight of 10 x 3000 does not fit the fused kernel's 204800 bytes of "
+                                           "shared memory (with 4 rows of x and of column sums)"))
+      << r.remarks;
+}
+
 // The models/mlp step in TF32 (the drelu data gradients of a TF32 step): the classifier, the loss
 // and the last data gradient become one node, and one training step computes the same bits as
 // without the pass (loss, parameters, Adam state).
@@ -229,6 +362,42 @@ TEST(FuseLinearSceTrainingTest, Tf32MlpStepFusesTheClassifierHead) {
   ASSERT_TRUE(a.step && b.step);
   EXPECT_EQ(CountOps(*b.step, "LinearSoftmaxCrossEntropyWithGrad"), 0);
   EXPECT_EQ(CountOps(*a.step, "FusedGemm") + 2, CountOps(*b.step, "FusedGemm"));
+  testing::ExpectSameStepOutputs(a, b);
+}
+
+// The same model as a large TF32 step has it (the small MLP at batch 8192: a padded classifier,
+// RELU_BIAS without masks, ReLU backward with the bias gradients), made at batch 16 by padding
+// every GEMM and leaving out the DRELU epilogues: the classifier, the loss, its data gradient and
+// the ReLU backward of the last hidden layer become one node, with the same bits.
+TEST(FuseLinearSceTrainingTest, PaddedTf32MlpStepFusesTheHeadAndItsReluBackward) {
+  auto forward = importer::ImportModelFile(testing::SourcePath("models/mlp/model.onnx"));
+  ASSERT_TRUE(forward.ok()) << forward.status();
+  passes::TrainingSpec spec;
+  spec.batch = 16;
+  spec.precision = passes::Precision::kTf32;
+  spec.fuse_epilogues = true;
+  spec.multi_tensor_updates = true;
+  spec.expose_gradients = true;
+  spec.pad_tf32_gemms = true;
+  spec.pad_gemm_min_macs = 0;
+  spec.pad_gemm_min_rows = 0;
+  spec.disabled_passes = {"fuse-gemm-dact-bgrad"};
+  auto step = passes::BuildTrainingGraph(**forward, spec);
+  ASSERT_TRUE(step.ok()) << step.status();
+  ASSERT_EQ(CountOps(**step, "LinearSoftmaxCrossEntropyWithGrad"), 1);
+  for (const ir::Node* n : (*step)->nodes()) {
+    if (n->op_type() != "LinearSoftmaxCrossEntropyWithGrad") continue;
+    EXPECT_EQ(n->GetInt("classes", 0), 10);
+    EXPECT_EQ(n->GetInt("relu_x", 0), 1);
+    EXPECT_EQ(n->num_outputs(), 4);
+  }
+  passes::TrainingSpec without = spec;
+  without.disabled_passes.insert("fuse-linear-sce");
+  testing::ModelStep a = testing::RunStepOnCpu(**forward, {16, 784}, spec, 1e-3f);
+  testing::ModelStep b = testing::RunStepOnCpu(**forward, {16, 784}, without, 1e-3f);
+  ASSERT_TRUE(a.step && b.step);
+  EXPECT_EQ(CountOps(*b.step, "LinearSoftmaxCrossEntropyWithGrad"), 0);
+  EXPECT_EQ(CountOps(*a.step, "ReluGradBiasGrad") + 1, CountOps(*b.step, "ReluGradBiasGrad"));
   testing::ExpectSameStepOutputs(a, b);
 }
 

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "ir/linear_sce_layout.h"
 #include "runtime/cuda/kernels/norm_common.cuh"
 
 namespace ottr::cuda::kernels {
@@ -586,15 +587,10 @@ cudaError_t SceForwardTyped(const void* xv, const void* labels, bool l64, void* 
 // and each warp its row of x and of the mask, all copies in flight at once (cp.async) while the
 // block counts the labels; then a warp per row works from shared memory.
 
-constexpr int kLinWarps = 4;             // 32 blocks for a batch of 128 rows
-constexpr int64_t kLinSelfCount = 1024;  // up to this many rows every block counts the labels
-int64_t RoundUpMaskLd(int64_t k) { return (k + 127) / 128 * 16; }  // ir::ReluMaskRowBytes
-
-// The dynamic shared memory of a block: W [C][K] floats, then a row of x per warp, then a mask
-// row per warp.
-int64_t LinearSceSmemBytes(int64_t c, int64_t k, int64_t mask_ld) {
-  return (c * k + kLinWarps * k) * static_cast<int64_t>(sizeof(float)) + kLinWarps * mask_ld;
-}
+constexpr int kLinWarps = ir::kLinearSceWarps;  // 32 blocks for a batch of 128 rows
+constexpr int64_t kLinSelfCount = 1024;         // up to this many rows every block counts the labels
+// The dynamic shared memory of a block (ir::LinearSceSmemBytes): W [C][K] floats, a row of x per
+// warp, with column sums a row of them per warp, then a mask row per warp.
 
 __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -635,7 +631,8 @@ __device__ __forceinline__ float ReduceClassesOverWarp(float (&z)[kMaxC], int la
 // (trans_b), K % 4 == 0, x / w / mask / dx 16-byte aligned); otherwise element by element.
 template <int kMaxC, bool kVec>
 __global__ void __launch_bounds__(kLinWarps * 32)
-    LinearSceKernel(LinearSceArgs a, double* __restrict__ partial, SceScaleSource src, SceSync* sync) {
+    LinearSceKernel(LinearSceArgs a, double* __restrict__ partial, SceScaleSource src, SceSync* sync,
+                    SceBiasGrad bg) {
   extern __shared__ __align__(16) unsigned char lin_smem[];
   __shared__ double sm[32];
   __shared__ double s_loss[kLinWarps];
@@ -643,19 +640,25 @@ __global__ void __launch_bounds__(kLinWarps * 32)
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int c = a.c;
+  const int ldc = a.ldc;
   const int64_t k_len = a.k;
   const double eps = a.label_smoothing;
+  const bool sums = bg.out != nullptr;
   float* ws = reinterpret_cast<float*>(lin_smem);
   float* xw = ws + c * k_len + warp * k_len;
-  uint8_t* mw = reinterpret_cast<uint8_t*>(ws + c * k_len + kLinWarps * k_len) + warp * a.mask_ld;
-  // The weight, by the whole block.
+  float* cw = sums ? ws + (c + kLinWarps) * k_len + warp * k_len : nullptr;  // the warp's column sums
+  uint8_t* mw = reinterpret_cast<uint8_t*>(ws + (c + kLinWarps * (sums ? 2 : 1)) * k_len) + warp * a.mask_ld;
+  // The weight's first c rows (classes), by the whole block.
   if constexpr (kVec) {
     for (int64_t i = threadIdx.x; i < c * k_len / 4; i += blockDim.x) CpAsync16(ws + 4 * i, a.w + 4 * i);
   } else {
     for (int64_t i = threadIdx.x; i < c * k_len; i += blockDim.x) {
       const int64_t j = i / k_len, k = i - j * k_len;
-      ws[i] = __ldg(a.w + (a.trans_b ? i : k * c + j));
+      ws[i] = __ldg(a.w + (a.trans_b ? i : k * ldc + j));
     }
+  }
+  if (sums) {
+    for (int64_t k = lane; k < k_len; k += 32) cw[k] = 0.0f;
   }
   // A row of x and of the mask, by the warp.
   auto stage = [&](int64_t row) {
@@ -735,7 +738,8 @@ __global__ void __launch_bounds__(kLinWarps * 32)
     const bool y_class = y >= 0 && y < c;
     const double lpy = static_cast<double>(__shfl_sync(0xffffffffu, lt, y_class ? static_cast<int>(y) << kShift : 0));
     const float dl = own ? SceGradAt<float, float>(l, cls, y, c, a.ignore_index, eps, scale) : 0.0f;
-    if (own && first) a.dlogits[row * c + cls] = dl;
+    if (own && first) a.dlogits[row * ldc + cls] = dl;
+    for (int j = c + lane; j < ldc; j += 32) a.dlogits[row * ldc + j] = 0.0f;  // padded columns
     if (lane == 0 && y != a.ignore_index) {
       acc += !y_class ? NaN() : (1.0 - eps) * -lpy + eps / c * -all;
       cnt += 1.0;
@@ -763,8 +767,22 @@ __global__ void __launch_bounds__(kLinWarps * 32)
           o.y = bits & 2u ? o.y : 0.0f;
           o.z = bits & 4u ? o.z : 0.0f;
           o.w = bits & 8u ? o.w : 0.0f;
+        } else if (a.relu_x) {  // ReluGrad(dx, x): x > 0 (false for NaN)
+          const float4 xv = *reinterpret_cast<const float4*>(xw + k0);
+          o.x = xv.x > 0.0f ? o.x : 0.0f;
+          o.y = xv.y > 0.0f ? o.y : 0.0f;
+          o.z = xv.z > 0.0f ? o.z : 0.0f;
+          o.w = xv.w > 0.0f ? o.w : 0.0f;
         }
         *reinterpret_cast<float4*>(a.dx + row * k_len + k0) = o;
+        if (sums) {  // the lane's own columns of the warp's row: no other lane touches them
+          float4 t = *reinterpret_cast<float4*>(cw + k0);
+          t.x += o.x;
+          t.y += o.y;
+          t.z += o.z;
+          t.w += o.w;
+          *reinterpret_cast<float4*>(cw + k0) = t;
+        }
       }
     } else {
       for (int64_t k = lane; k < k_len; k += 32) {
@@ -773,10 +791,22 @@ __global__ void __launch_bounds__(kLinWarps * 32)
         for (int j = 0; j < kMaxC; ++j) {
           if (j < c) o = fmaf(z[j], ws[j * k_len + k], o);
         }
-        const bool on = a.mask == nullptr || ((mw[k >> 3] >> (k & 7)) & 1u);
+        const bool on = a.mask != nullptr ? ((mw[k >> 3] >> (k & 7)) & 1u) != 0 : !a.relu_x || xw[k] > 0.0f;
         a.dx[row * k_len + k] = on ? o : 0.0f;
+        if (sums) cw[k] += on ? o : 0.0f;
       }
     }
+  }
+  // The column sums: the block's (warps in order, in double) into its row of bg.partial, then the
+  // grid's (FinishBiasGrad: with several blocks, all resident, column by column in block order).
+  if (sums) {
+    __syncthreads();
+    for (int64_t k = threadIdx.x; k < k_len; k += blockDim.x) {
+      double t = 0;
+      for (int i = 0; i < kLinWarps; ++i) t += static_cast<double>(ws[(c + kLinWarps + i) * k_len + k]);
+      bg.partial[static_cast<int64_t>(blockIdx.x) * k_len + k] = t;
+    }
+    FinishBiasGrad(bg, sync, k_len);
   }
   // The block's loss partial (warps in order), then the grid's (the last block, fixed order).
   if (lane == 0) {
@@ -797,12 +827,12 @@ __global__ void __launch_bounds__(kLinWarps * 32)
 
 template <int kMaxC, bool kVec>
 cudaError_t LaunchLinearSceAs(const LinearSceArgs& a, SceForwardPlan p, bool coop, double* partial,
-                              const SceScaleSource& src, SceSync* sync, cudaStream_t s) {
+                              const SceScaleSource& src, SceSync* sync, const SceBiasGrad& bg, cudaStream_t s) {
   static const cudaError_t attr = cudaFuncSetAttribute(LinearSceKernel<kMaxC, kVec>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                       static_cast<int>(kLinearSceMaxSmemBytes));
+                                                       static_cast<int>(ir::kLinearSceMaxSmemBytes));
   if (attr != cudaSuccess) return attr;
-  return LaunchSce(LinearSceKernel<kMaxC, kVec>, p, coop, s, a, partial, src, sync);
+  return LaunchSce(LinearSceKernel<kMaxC, kVec>, p, coop, s, a, partial, src, sync, bg);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1125,16 +1155,21 @@ cudaError_t LaunchSceWithGrad(int dtype, int grad_dtype, int dloss_dtype, const 
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
 }
 
-int64_t LinearSceWorkspaceBytes(int64_t n) { return 2 * kMaxPartials * static_cast<int64_t>(sizeof(double)); }
-
-int64_t LinearSceCounterBytes(int64_t n) { return sizeof(SceSync); }
-
-bool LinearSceFits(int64_t c, int64_t k) {
-  return c >= 1 && c <= kLinearSceMaxClasses && LinearSceSmemBytes(c, k, RoundUpMaskLd(k)) <= kLinearSceMaxSmemBytes;
+// The loss partials, then with column sums a row of K doubles per block (the grid is at most
+// one block per kLinWarps rows and kMaxPartials).
+int64_t LinearSceWorkspaceBytes(int64_t n, int64_t k, bool col_sums) {
+  const int64_t blocks = std::min<int64_t>((std::max<int64_t>(n, 1) + kLinWarps - 1) / kLinWarps, kMaxPartials);
+  return (2 * kMaxPartials + (col_sums ? blocks * k : 0)) * static_cast<int64_t>(sizeof(double));
 }
 
-cudaError_t LaunchLinearSce(const LinearSceArgs& a, void* workspace, void* counters, cudaStream_t stream) {
-  if (!LinearSceFits(a.c, a.k) || a.n < 0 || a.k < 0 || (a.mask != nullptr && a.mask_ld < (a.k + 7) / 8)) {
+int64_t LinearSceCounterBytes() { return sizeof(SceSync); }
+
+cudaError_t LaunchLinearSce(const LinearSceArgs& in, void* workspace, void* counters, cudaStream_t stream) {
+  LinearSceArgs a = in;
+  if (a.ldc == 0) a.ldc = a.c;
+  const bool col_sums = a.dbias != nullptr;
+  if (!ir::LinearSceFits(a.c, a.k, col_sums) || a.ldc < a.c || a.n < 0 || a.k < 0 ||
+      (a.mask != nullptr && (a.relu_x || a.mask_ld < (a.k + 7) / 8))) {
     return cudaErrorInvalidValue;
   }
   if (a.n == 0) return cudaSuccess;
@@ -1145,21 +1180,27 @@ cudaError_t LaunchLinearSce(const LinearSceArgs& a, void* workspace, void* count
   SceForwardPlan p;
   p.threads = kLinWarps * 32;
   p.grid = static_cast<int>(std::min<int64_t>((a.n + kLinWarps - 1) / kLinWarps, kMaxPartials));
-  p.smem = static_cast<int>(LinearSceSmemBytes(a.c, a.k, a.mask != nullptr ? a.mask_ld : 0));
+  p.smem = static_cast<int>(ir::LinearSceSmemBytes(a.c, a.k, a.mask != nullptr ? a.mask_ld : 0, col_sums));
   SceSync* sync = static_cast<SceSync*>(counters);
   SceScaleSource src;
   src.dloss = a.dloss;
   src.dloss_dtype = a.dloss_dtype;
-  const bool coop = p.grid > 1 && a.n > kLinSelfCount;
+  // The column sums of several blocks wait for each other: a cooperative grid.
+  const bool coop = p.grid > 1 && (a.n > kLinSelfCount || col_sums);
   if (coop) src.sync = sync;
   double* partial = static_cast<double*>(workspace);
+  SceBiasGrad bg;
+  if (col_sums) {
+    bg.partial = partial + 2 * kMaxPartials;
+    bg.out = a.dbias;
+  }
   cudaError_t err;
   if (a.c <= 16) {
-    err = vec ? LaunchLinearSceAs<16, true>(a, p, coop, partial, src, sync, stream)
-              : LaunchLinearSceAs<16, false>(a, p, coop, partial, src, sync, stream);
+    err = vec ? LaunchLinearSceAs<16, true>(a, p, coop, partial, src, sync, bg, stream)
+              : LaunchLinearSceAs<16, false>(a, p, coop, partial, src, sync, bg, stream);
   } else {
-    err = vec ? LaunchLinearSceAs<32, true>(a, p, coop, partial, src, sync, stream)
-              : LaunchLinearSceAs<32, false>(a, p, coop, partial, src, sync, stream);
+    err = vec ? LaunchLinearSceAs<32, true>(a, p, coop, partial, src, sync, bg, stream)
+              : LaunchLinearSceAs<32, false>(a, p, coop, partial, src, sync, bg, stream);
   }
   if (err != cudaSuccess) return err;
   return cudaGetLastError();

@@ -56,23 +56,23 @@ cudaError_t LaunchSceWithGrad(int dtype, int grad_dtype, int dloss_dtype, const 
 
 // ottr::LinearSoftmaxCrossEntropyWithGrad (fuse-linear-sce), float32: the classifier GEMM, the
 // loss with its gradient, and the data gradient through the GEMM in one launch, for C <= 32:
-//   logits[i, j] = Σ_k x[i, k] · W(j, k) + bias[j]     (W(j, k) = w[j·K + k] with trans_b, w [C, K];
-//                                                        else w[k·C + j], w [K, C]; bias may be null)
-//   loss, dlogits = as LaunchSceWithGrad from those logits (kept in registers, never stored)
+//   logits[i, j] = Σ_k x[i, k] · W(j, k) + bias[j]     (W(j, k) = w[j·K + k] with trans_b, w [ldc, K];
+//                                                        else w[k·ldc + j], w [K, ldc]; bias may be null)
+//   loss, dlogits = as LaunchSceWithGrad from those logits (kept in registers, never stored) of
+//              the first c of ldc columns; dlogits rows of ldc floats, zero past c
 //   dx[i, k] = Σ_j dlogits[i, j] · W(j, k), zero where `mask` (a ReLU bit mask, ir/fused_gemm.h:
-//              row i at mask + i·mask_ld, bit k) is clear; no mask: no zeroing.
+//              row i at mask + i·mask_ld, bit k) is clear, or with relu_x where x[i, k] <= 0
+//   dbias[k] = Σ_i dx[i, k] when dbias is not null (per warp in float32, then in double)
 // Each block copies W into shared memory and each of its warps a row of x (and of the mask), all
 // copies in flight together while the block counts the labels; then a warp per row: its lanes
 // split K, a reduce-scatter over the lanes leaves one class's logit per lane (a fixed order:
 // deterministic), each lane computes its class's softmax terms and dlogits (sums over the classes
 // by a xor tree), the lanes exchange dlogits and write dx. Sums of products are float32 FMA (not
 // TF32), the softmax and the loss in double as the SCE kernels do. Up to 1024 rows every block
-// counts the labels itself; above, the grid is cooperative and the blocks count them together
-// (SceSync counters). The last block adds the loss partials (fixed order). LinearSceFits: C <= 32
-// and W, 4 rows of x and of the mask within kLinearSceMaxSmemBytes of shared memory: (C + 4)·K·4
-// bytes plus 4 mask rows (K up to 1400 at 32 classes, 3600 at 10).
-inline constexpr int kLinearSceMaxClasses = 32;
-inline constexpr int64_t kLinearSceMaxSmemBytes = 200 * 1024;
+// counts the labels itself; above, or with dbias, the grid is cooperative and the blocks count
+// them together (SceSync counters) and add the column sums' block partials column by column. The
+// last block adds the loss partials (fixed order). Shared memory and the bounds: ir/linear_sce_layout.h
+// (LinearSceFits: K up to 1400 at 32 classes, 3600 at 10; about half that with dbias).
 struct LinearSceArgs {
   const float* x = nullptr;
   const float* w = nullptr;
@@ -83,18 +83,20 @@ struct LinearSceArgs {
   int dloss_dtype = 1;
   const uint8_t* mask = nullptr;
   int64_t mask_ld = 0;
+  bool relu_x = false;
   float* loss = nullptr;
   float* dlogits = nullptr;
   float* dx = nullptr;
+  float* dbias = nullptr;
   int64_t n = 0, k = 0;
-  int c = 0;
+  int c = 0;    // classes
+  int ldc = 0;  // the GEMM's columns (>= c; 0: c)
   bool trans_b = true;
   int64_t ignore_index = -100;
   float label_smoothing = 0.0f;
 };
-bool LinearSceFits(int64_t c, int64_t k);
-int64_t LinearSceWorkspaceBytes(int64_t n);
-int64_t LinearSceCounterBytes(int64_t n);
+int64_t LinearSceWorkspaceBytes(int64_t n, int64_t k, bool col_sums);
+int64_t LinearSceCounterBytes();
 cudaError_t LaunchLinearSce(const LinearSceArgs& a, void* workspace, void* counters, cudaStream_t stream);
 
 // ottr::SoftmaxCrossEntropyGrad(dloss [], log_prob [N, C], labels [N]) -> dlogits [N, C]

@@ -248,7 +248,9 @@ TEST(CudaLossOpsTest, SoftmaxCrossEntropyWithGradSumsTheColumns) {
       if (!(std::abs(v - w) <= bound) && bad++ < 5) {
         ADD_FAILURE() << "dbias[" << j << "] = " << v << ", CPU " << w << ", bound " << bound;
       }
-      if (j >= p.classes) EXPECT_EQ(v, 0.0) << "padding column " << j;
+      if (j >= p.classes) {
+        EXPECT_EQ(v, 0.0) << "padding column " << j;
+      }
       largest = std::max(largest, std::abs(w));
     }
     EXPECT_EQ(bad, 0);
@@ -271,33 +273,49 @@ TEST(CudaLossOpsTest, SoftmaxCrossEntropyWithGradSumsTheColumns) {
 // the executor before the kernel runs, and two replays must give the same bits.
 TEST(CudaLossOpsTest, LinearSoftmaxCrossEntropyWithGradMatchesCpu) {
   OTTR_REQUIRE_CUDA_DEVICE();
+  enum Act { kNoAct, kMask, kReluX };
   struct Shape {
     int64_t n, k, c;
-    bool trans_b, mask, bias;
+    bool trans_b;
+    Act act;
+    bool bias;
+    int64_t pad = 0;    // padded classifier columns past the c classes ({classes = c})
+    bool sums = false;  // the column sums of dx (output 3)
   };
   int seed = 1500;
   const double u = std::ldexp(1.0, -24);
-  for (const Shape& p : std::vector<Shape>{{128, 512, 10, true, true, true},
-                                           {8192, 512, 10, true, true, true},
-                                           {4099, 64, 32, true, true, false},
-                                           {37, 30, 17, false, false, true},
-                                           {1, 20, 3, true, true, true},
-                                           {2000, 128, 5, true, false, true}}) {
-    SCOPED_TRACE(absl::StrCat("N=", p.n, " K=", p.k, " C=", p.c, " transB ", p.trans_b, " mask ", p.mask, " bias ",
-                              p.bias));
-    const Tensor x = RandomOf(DType::kFloat32, {p.n, p.k}, ++seed, 0.0, 2.0);
-    const std::vector<int64_t> w_dims = p.trans_b ? std::vector<int64_t>{p.c, p.k} : std::vector<int64_t>{p.k, p.c};
+  for (const Shape& p : std::vector<Shape>{{128, 512, 10, true, kMask, true},
+                                           {8192, 512, 10, true, kMask, true},
+                                           {4099, 64, 32, true, kMask, false},
+                                           {37, 30, 17, false, kNoAct, true},
+                                           {1, 20, 3, true, kMask, true},
+                                           {2000, 128, 5, true, kNoAct, true},
+                                           // the small MLP's head at batch 8192 (12 columns)
+                                           {8192, 512, 10, true, kReluX, true, 2, true},
+                                           {128, 512, 10, true, kReluX, true, 2, true},
+                                           {1, 20, 3, true, kReluX, true, 1, true},
+                                           {37, 30, 17, false, kReluX, true, 3, false},
+                                           {2000, 100, 7, true, kReluX, false, 1, true}}) {
+    const int64_t ldc = p.c + p.pad;
+    SCOPED_TRACE(absl::StrCat("N=", p.n, " K=", p.k, " C=", p.c, " of ", ldc, " transB ", p.trans_b, " act ", p.act,
+                              " bias ", p.bias, " sums ", p.sums));
+    // x <= 0 in about a third of the entries where dx goes through x's ReLU.
+    const Tensor x = RandomOf(DType::kFloat32, {p.n, p.k}, ++seed, p.act == kReluX ? -1.0 : 0.0, 2.0);
+    const std::vector<int64_t> w_dims = p.trans_b ? std::vector<int64_t>{ldc, p.k} : std::vector<int64_t>{p.k, ldc};
     const Tensor w = RandomOf(DType::kFloat32, w_dims, ++seed, -0.2, 0.2);
-    const Tensor b = RandomOf(DType::kFloat32, {p.c}, ++seed, -0.5, 0.5);
+    const Tensor b = RandomOf(DType::kFloat32, {ldc}, ++seed, -0.5, 0.5);
     const Tensor labels = Labels({p.n}, ++seed, -1, p.c - 1, p.n % 2 == 1);
     const Tensor mask = RandomOf(DType::kUInt8, {p.n, ir::ReluMaskRowBytes(p.k)}, ++seed, 0.0, 255.9);
     const float dloss = 0.75f;
     Attrs attrs = {{"ignore_index", Attribute(int64_t{-1})},
                    {"label_smoothing", Attribute(0.05f)},
                    {"transB", Attribute(int64_t{p.trans_b ? 1 : 0})}};
+    if (p.pad > 0) attrs["classes"] = Attribute(p.c);
+    if (p.act == kReluX) attrs["relu_x"] = Attribute(int64_t{1});
     std::vector<Input> ins = {In(x), In(w), p.bias ? In(b) : Omitted(), In(labels), In(ScalarOf<float>(dloss))};
-    if (p.mask) ins.push_back(In(mask));
-    Case f{"LinearSoftmaxCrossEntropyWithGrad", ins, attrs, 3, kOttr};
+    if (p.act == kMask) ins.push_back(In(mask));
+    const size_t outs = p.sums ? 4 : 3;
+    Case f{"LinearSoftmaxCrossEntropyWithGrad", ins, attrs, static_cast<int>(outs), kOttr};
     runtime::TensorMap feeds;
     auto g = BuildGraph(f, &feeds);
     ASSERT_TRUE(g.ok()) << g.status();
@@ -308,15 +326,15 @@ TEST(CudaLossOpsTest, LinearSoftmaxCrossEntropyWithGradMatchesCpu) {
     auto got = RunCuda(f, 2);
     ASSERT_TRUE(got.ok()) << got.status();
     const std::vector<Tensor>& out = (*got)[0];
-    ASSERT_EQ(out.size(), 3u);
-    for (size_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(out.size(), outs);
+    for (size_t i = 0; i < outs; ++i) {
       EXPECT_TRUE((*got)[1][i].BitwiseEquals(out[i])) << "output " << i << " differs between two replays";
     }
-    auto wat = [&](int64_t j, int64_t kk) { return w.data<float>()[p.trans_b ? j * p.k + kk : kk * p.c + j]; };
+    auto wat = [&](int64_t j, int64_t kk) { return w.data<float>()[p.trans_b ? j * p.k + kk : kk * ldc + j]; };
     int64_t count = 0;
     for (int64_t i = 0; i < p.n; ++i) count += labels.GetAsDouble(i) != -1 ? 1 : 0;
     const double scale = dloss / static_cast<double>(count);
-    std::vector<double> wsum(p.k, 0.0);  // sum_j |W(j, k)|
+    std::vector<double> wsum(p.k, 0.0);  // sum_j |W(j, k)| over the classes
     for (int64_t kk = 0; kk < p.k; ++kk) {
       for (int64_t j = 0; j < p.c; ++j) wsum[kk] += std::abs(wat(j, kk));
     }
@@ -325,6 +343,8 @@ TEST(CudaLossOpsTest, LinearSoftmaxCrossEntropyWithGradMatchesCpu) {
     double max_dz = 0;
     int bad = 0;
     double dx_mag = 0;
+    int64_t relu_cleared = 0;
+    std::vector<double> sum_bound(p.k, 0.0), sum_abs(p.k, 0.0);  // per column of dx
     for (int64_t i = 0; i < p.n; ++i) {
       double s = 0;
       for (int64_t j = 0; j < p.c; ++j) {
@@ -336,8 +356,12 @@ TEST(CudaLossOpsTest, LinearSoftmaxCrossEntropyWithGradMatchesCpu) {
       max_dz = std::max(max_dz, dz);
       const bool ignored = labels.GetAsDouble(i) == -1;
       double dd_max = 0;
-      for (int64_t j = 0; j < p.c; ++j) {
-        const double want_d = d.GetAsDouble(i * p.c + j), got_d = out[1].GetAsDouble(i * p.c + j);
+      for (int64_t j = 0; j < ldc; ++j) {
+        const double want_d = d.GetAsDouble(i * ldc + j), got_d = out[1].GetAsDouble(i * ldc + j);
+        if (j >= p.c) {
+          EXPECT_EQ(got_d, 0.0) << "dlogits[" << i << ", " << j << "], a padded column";
+          continue;
+        }
         const double bound = ignored ? 0.0 : scale * 2 * dz + 1e-5 * std::abs(want_d) + 1e-8;
         dd_max = std::max(dd_max, bound);
         if (!(std::abs(got_d - want_d) <= bound) && bad++ < 5) {
@@ -346,20 +370,44 @@ TEST(CudaLossOpsTest, LinearSoftmaxCrossEntropyWithGradMatchesCpu) {
       }
       for (int64_t kk = 0; kk < p.k; ++kk) {
         double own = 0;
-        for (int64_t j = 0; j < p.c; ++j) own += std::abs(d.GetAsDouble(i * p.c + j) * wat(j, kk));
+        for (int64_t j = 0; j < p.c; ++j) own += std::abs(d.GetAsDouble(i * ldc + j) * wat(j, kk));
         const double want_x = dx.GetAsDouble(i * p.k + kk), got_x = out[2].GetAsDouble(i * p.k + kk);
         const double bound = dd_max * wsum[kk] + 2 * p.c * u * own + 1e-5 * std::abs(want_x) + 1e-9;
         dx_mag += std::abs(want_x);
+        sum_bound[kk] += bound;
+        sum_abs[kk] += std::abs(want_x) + bound;
         if (!(std::abs(got_x - want_x) <= bound) && bad++ < 5) {
           ADD_FAILURE() << "dx[" << i << ", " << kk << "] = " << got_x << ", CPU " << want_x << ", bound " << bound;
         }
-        if (p.mask && !((mask.data<uint8_t>()[i * ir::ReluMaskRowBytes(p.k) + kk / 8] >> (kk % 8)) & 1u)) {
+        if (p.act == kMask && !((mask.data<uint8_t>()[i * ir::ReluMaskRowBytes(p.k) + kk / 8] >> (kk % 8)) & 1u)) {
           EXPECT_EQ(got_x, 0.0) << "dx[" << i << ", " << kk << "] under a clear mask bit";
+        }
+        if (p.act == kReluX && !(x.data<float>()[i * p.k + kk] > 0.0f)) {
+          ++relu_cleared;
+          EXPECT_EQ(got_x, 0.0) << "dx[" << i << ", " << kk << "] where x <= 0";
         }
       }
     }
     EXPECT_EQ(bad, 0);
     EXPECT_GT(dx_mag, 0.0);
+    if (p.act == kReluX) {
+      EXPECT_GT(relu_cleared, p.n * p.k / 5);
+    }
+    if (p.sums) {
+      // The column sums: each dx error carried into its column, plus float32 sums over at most
+      // n rows per warp (n·u of the column's absolute sum), then double.
+      const Tensor& db = (*want)[3];
+      double db_mag = 0;
+      for (int64_t kk = 0; kk < p.k; ++kk) {
+        const double want_s = db.GetAsDouble(kk), got_s = out[3].GetAsDouble(kk);
+        const double bound = sum_bound[kk] + p.n * u * sum_abs[kk] + 1e-9;
+        db_mag += std::abs(want_s);
+        if (!(std::abs(got_s - want_s) <= bound) && bad++ < 10) {
+          ADD_FAILURE() << "dbias[" << kk << "] = " << got_s << ", CPU " << want_s << ", bound " << bound;
+        }
+      }
+      EXPECT_GT(db_mag, 0.0);
+    }
     const double want_loss = (*want)[0].GetAsDouble(0), got_loss = out[0].GetAsDouble(0);
     EXPECT_NEAR(got_loss, want_loss, 2 * max_dz + 1e-5 * std::abs(want_loss));
     EXPECT_GT(want_loss, 0.0);

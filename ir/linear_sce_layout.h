@@ -1,0 +1,36 @@
+// Sizes shared by the IR, the fusion passes and the CUDA kernels, with no dependencies so that
+// .cu files include it too: the ReLU bit mask's row (ir/fused_gemm.h describes the mask) and the
+// shared memory of the ottr::LinearSoftmaxCrossEntropyWithGrad kernel
+// (runtime/cuda/kernels/loss_kernels.h), which fuse-linear-sce checks before it makes the node.
+#ifndef OTTR_IR_LINEAR_SCE_LAYOUT_H_
+#define OTTR_IR_LINEAR_SCE_LAYOUT_H_
+
+#include <cstdint>
+
+namespace ottr::ir {
+
+// Bytes of one row of the ReLU mask of a [M, N] output: RoundUp(N, 128) bits.
+constexpr int64_t ReluMaskRowBytes(int64_t n) { return (n + 127) / 128 * 16; }
+
+// The fused classifier + loss + data-gradient kernel: at most this many classes (a class per
+// lane of a warp), kLinearSceWarps warps per block, and a block's shared memory within
+// kLinearSceMaxSmemBytes.
+inline constexpr int kLinearSceMaxClasses = 32;
+inline constexpr int kLinearSceWarps = 4;
+inline constexpr int64_t kLinearSceMaxSmemBytes = 200 * 1024;
+
+// A block's dynamic shared memory: the weight's `classes` rows of K floats, a row of x per warp,
+// with `col_sums` a row of per-warp column sums of dx, and with `mask_ld` > 0 a mask row per warp.
+constexpr int64_t LinearSceSmemBytes(int64_t classes, int64_t k, int64_t mask_ld, bool col_sums) {
+  return (classes + kLinearSceWarps * (col_sums ? 2 : 1)) * k * 4 + kLinearSceWarps * mask_ld;
+}
+
+// Whether the kernel takes `classes` classes of K features (a mask row counted in every case).
+constexpr bool LinearSceFits(int64_t classes, int64_t k, bool col_sums) {
+  return classes >= 1 && classes <= kLinearSceMaxClasses && k >= 0 &&
+         LinearSceSmemBytes(classes, k, ReluMaskRowBytes(k), col_sums) <= kLinearSceMaxSmemBytes;
+}
+
+}  // namespace ottr::ir
+
+#endif  // OTTR_IR_LINEAR_SCE_LAYOUT_H_
