@@ -54,8 +54,8 @@
 //            %dx = Gemm(%d, %w)   %dz, %db = ottr::ReluGradBiasGrad(%dx, %x)   (or ReluGrad)
 //   after:   %loss, %d, %dz, %db = ottr::LinearSoftmaxCrossEntropyWithGrad(...) {relu_x = 1}
 //
-// (at batch 8192 on the small MLP: the classifier, the loss, the data gradient and the ReLU
-// backward with its column sums were four launches reading and writing [8192, 512] tensors).
+// (made at batches up to ir::kLinearSceFuseMaxRows, 1024: at batch 8192, where the small MLP's
+// head has this form by default, the kernel took 54.6 µs against about 36 µs for the four nodes).
 // Declines a loss node with the column sums (fuse-sce-bgrad) and a data gradient with a bias
 // gradient epilogue (drelu_bgrad: a column sum over the batch the kernel does not take).
 #include "absl/container/flat_hash_set.h"
@@ -366,6 +366,12 @@ std::optional<LinearPlan> MatchLinear(Node* s, std::string* why) {
   if (!logits->type().is_static() || ir::StaticDims(*logits->type().shape).size() != 2 ||
       !f->input(0)->type().is_static()) {
     *why = "the logits' or x's shape is not static";
+    return std::nullopt;
+  }
+  const int64_t rows = ir::StaticDims(*logits->type().shape)[0];
+  if (rows > ir::kLinearSceFuseMaxRows) {
+    *why = absl::StrCat(rows, " rows (above ", ir::kLinearSceFuseMaxRows,
+                        " the fused kernel is slower than the nodes it would replace)");
     return std::nullopt;
   }
   const int64_t width = ir::StaticDims(*logits->type().shape)[1];

@@ -278,7 +278,7 @@ TEST_F(CudaTrainingTest, KMajorWeightGradientStepMatchesCpu) {
 // fc1..fc3): pad-gemm-dims pads fc3's n = 10 to 12 (float32, 16-byte rows), kmajor-gemm-operands
 // transposes fc2's weight for its data gradient (4096 x 512 x 512: tall and 1e9 multiply-adds),
 // fuse-gemm-epilogue keeps both ReLUs in their large GEMMs (RELU_BIAS) and fuse-relu-grad-bgrad
-// sums the bias gradients in the ReLU backward. Against the CPU reference of the plain step (TF32
+// sums the bias gradients in the ReLU backward (fc2's then in fuse-linear-sce's head kernel). Against the CPU reference of the plain step (TF32
 // off: float32 sums over k <= 4096 random-signed terms in other orders, ~sqrt(k)·2^-24 = 4e-6
 // relative, under 1e-5 normwise), and in TF32 against the GPU step without these passes (zeros
 // added or values moved: the summation order differs, and with it, two GEMMs down, some TF32
@@ -311,6 +311,9 @@ TEST_F(CudaTrainingTest, TallTf32PassesStepMatchesCpu) {
     weight_transposes += n->op_type() == "Transpose" && n->input(0)->name() == "fc2.weight";
     relu_bias += n->GetString("epilogue", "") == "relu_bias";
     relu_bgrad += n->op_type() == "ReluGradBiasGrad";
+    // fuse-linear-sce: the classifier, its loss and data gradient and fc2's ReLU backward with
+    // its bias gradient in one node.
+    relu_bgrad += n->op_type() == "LinearSoftmaxCrossEntropyWithGrad" && n->num_outputs() == 4;
   }
   EXPECT_GE(pads, 2) << "pad-gemm-dims should pad fc3's weight and bias";
   EXPECT_EQ(weight_transposes, 1) << "kmajor-gemm-operands should transpose fc2.weight for its data gradient";

@@ -260,7 +260,9 @@ TEST(FuseLinearSceTest, FusesAPaddedClassifierAndTheReluBackwardOfItsInput) {
   double live = 0;
   for (int64_t i = 0; i < 7; ++i) {
     for (int64_t j = 0; j < 12; ++j) {
-      if (j >= 10) EXPECT_EQ(d.GetAsDouble(i * 12 + j), 0.0) << i << "," << j;
+      if (j >= 10) {
+        EXPECT_EQ(d.GetAsDouble(i * 12 + j), 0.0) << i << "," << j;
+      }
       live += j < 10 ? std::abs(d.GetAsDouble(i * 12 + j)) : 0.0;
     }
   }
@@ -286,6 +288,23 @@ TEST(FuseLinearSceTest, FusesAPaddedClassifierAndTheReluBackwardOfItsInput) {
     for (int64_t i = 0; i < 7; ++i) sum += dz.GetAsDouble(i * 24 + j);
     EXPECT_EQ(db.GetAsDouble(j), static_cast<double>(static_cast<float>(sum))) << j;
   }
+}
+
+// 2048 rows: above 1024 the kernel is slower than the nodes it would replace.
+TEST(FuseLinearSceTest, DeclinesMoreRowsThanTheKernelIsFastFor) {
+  std::string text = kPaddedHead;
+  for (const std::string from : {"[7,", "i64[7]"}) {
+    const std::string to = from == "[7," ? "[2048," : "i64[2048]";
+    for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+      text.replace(at, from.size(), to);
+    }
+  }
+  PassRun r = RunPass(text);
+  ASSERT_TRUE(r.after) << text;
+  EXPECT_FALSE(r.changed);
+  EXPECT_TRUE(absl::StrContains(r.remarks, "2048 rows (above 1024 the fused kernel is slower than the nodes it would "
+                                           "replace)"))
+      << r.remarks;
 }
 
 // ReluGrad without the column sums: dx through x's ReLU, three outputs.

@@ -56,7 +56,21 @@ __device__ __forceinline__ void WriteBlockResult(double a, double b, bool divide
 __device__ __forceinline__ void SumPartials(const double* partial, int g, double& a, double& b, double* sm) {
   a = 0;
   b = 0;
-  for (int i = threadIdx.x; i < g; i += blockDim.x) {
+  // Eight pairs' loads in flight before their adds (the adds in the same order as one by one):
+  // with hundreds of blocks a thread's loads one at a time cost a memory latency each.
+  const int step = static_cast<int>(blockDim.x);
+  int i = threadIdx.x;
+  for (; i + 7 * step < g; i += 8 * step) {
+    double2 v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) v[u] = __ldcg(reinterpret_cast<const double2*>(partial) + i + u * step);
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      a += v[u].x;
+      b += v[u].y;
+    }
+  }
+  for (; i < g; i += step) {
     a += __ldcg(&partial[2 * i]);
     b += __ldcg(&partial[2 * i + 1]);
   }
@@ -243,7 +257,16 @@ __device__ __forceinline__ void FinishBiasGrad(const SceBiasGrad& bg, SceSync* s
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
   for (int64_t j = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5); j < ld; j += warps) {
     double s = 0;
-    for (unsigned b = lane; b < gridDim.x; b += 32) s += __ldcg(&bg.partial[b * ld + j]);
+    unsigned b = lane;
+    // Eight loads in flight, then their adds in block order (as one by one).
+    for (; b + 7 * 32 < gridDim.x; b += 8 * 32) {
+      double v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) v[u] = __ldcg(&bg.partial[(b + 32 * u) * ld + j]);
+#pragma unroll
+      for (int u = 0; u < 8; ++u) s += v[u];
+    }
+    for (; b < gridDim.x; b += 32) s += __ldcg(&bg.partial[b * ld + j]);
     s = nl::WarpSum<32>(s);
     if (lane == 0) bg.out[j] = static_cast<float>(s);
   }
@@ -589,6 +612,7 @@ cudaError_t SceForwardTyped(const void* xv, const void* labels, bool l64, void* 
 
 constexpr int kLinWarps = ir::kLinearSceWarps;  // 32 blocks for a batch of 128 rows
 constexpr int64_t kLinSelfCount = 1024;         // up to this many rows every block counts the labels
+constexpr int kLinRows = 4;                     // rows per warp above kLinSelfCount (where they fit)
 // The dynamic shared memory of a block (ir::LinearSceSmemBytes): W [C][K] floats, a row of x per
 // warp, with column sums a row of them per warp, then a mask row per warp.
 
@@ -629,7 +653,10 @@ __device__ __forceinline__ float ReduceClassesOverWarp(float (&z)[kMaxC], int la
 
 // kMaxC >= c classes in registers. kVec: 16-byte copies and float4 reads along K (w [C, K]
 // (trans_b), K % 4 == 0, x / w / mask / dx 16-byte aligned); otherwise element by element.
-template <int kMaxC, bool kVec>
+// kRows: the rows a warp works on together (independent chains of instructions that share the
+// weight's shared-memory reads: at batch 8192 one row per warp left the schedulers waiting on
+// each warp's dependent instructions, 17 cycles per issued instruction in Nsight Compute).
+template <int kMaxC, bool kVec, int kRows>
 __global__ void __launch_bounds__(kLinWarps * 32)
     LinearSceKernel(LinearSceArgs a, double* __restrict__ partial, SceScaleSource src, SceSync* sync,
                     SceBiasGrad bg) {
@@ -641,46 +668,56 @@ __global__ void __launch_bounds__(kLinWarps * 32)
   const int warp = threadIdx.x >> 5;
   const int c = a.c;
   const int ldc = a.ldc;
-  const int64_t k_len = a.k;
+  const int k_len = static_cast<int>(a.k);
   const double eps = a.label_smoothing;
   const bool sums = bg.out != nullptr;
+  // Shared memory (ir::LinearSceSmemBytes): W [c][K], kRows rows of x per warp, a row of column
+  // sums per warp (with sums), kRows mask rows per warp.
   float* ws = reinterpret_cast<float*>(lin_smem);
-  float* xw = ws + c * k_len + warp * k_len;
-  float* cw = sums ? ws + (c + kLinWarps) * k_len + warp * k_len : nullptr;  // the warp's column sums
-  uint8_t* mw = reinterpret_cast<uint8_t*>(ws + (c + kLinWarps * (sums ? 2 : 1)) * k_len) + warp * a.mask_ld;
+  float* xw = ws + (c + warp * kRows) * k_len;
+  float* cw = sums ? ws + (c + kLinWarps * kRows + warp) * k_len : nullptr;
+  uint8_t* mw = reinterpret_cast<uint8_t*>(ws + (c + kLinWarps * (kRows + (sums ? 1 : 0))) * k_len) +
+                warp * kRows * a.mask_ld;
   // The weight's first c rows (classes), by the whole block.
   if constexpr (kVec) {
-    for (int64_t i = threadIdx.x; i < c * k_len / 4; i += blockDim.x) CpAsync16(ws + 4 * i, a.w + 4 * i);
+    for (int i = threadIdx.x; i < c * k_len / 4; i += blockDim.x) CpAsync16(ws + 4 * i, a.w + 4 * i);
   } else {
-    for (int64_t i = threadIdx.x; i < c * k_len; i += blockDim.x) {
-      const int64_t j = i / k_len, k = i - j * k_len;
-      ws[i] = __ldg(a.w + (a.trans_b ? i : k * ldc + j));
+    for (int i = threadIdx.x; i < c * k_len; i += blockDim.x) {
+      const int j = i / k_len, k = i - j * k_len;
+      ws[i] = __ldg(a.w + (a.trans_b ? static_cast<int64_t>(i) : static_cast<int64_t>(k) * ldc + j));
     }
   }
   if (sums) {
-    for (int64_t k = lane; k < k_len; k += 32) cw[k] = 0.0f;
+    for (int k = lane; k < k_len; k += 32) cw[k] = 0.0f;
   }
-  // A row of x and of the mask, by the warp.
-  auto stage = [&](int64_t row) {
-    if constexpr (kVec) {
-      for (int64_t i = lane; i < k_len / 4; i += 32) CpAsync16(xw + 4 * i, a.x + row * k_len + 4 * i);
-      if (a.mask != nullptr) {
-        for (int64_t i = lane; i < a.mask_ld / 16; i += 32) CpAsync16(mw + 16 * i, a.mask + row * a.mask_ld + 16 * i);
+  // The group's rows of x and of the mask, by the warp; the labels (ignore_index past the end).
+  int64_t y[kRows];
+  auto stage = [&](int64_t g) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int64_t row = g * kRows + r;
+      y[r] = a.ignore_index;
+      if (row >= a.n) continue;
+      float* xr = xw + r * k_len;
+      uint8_t* mr = mw + r * a.mask_ld;
+      if constexpr (kVec) {
+        for (int i = lane; i < k_len / 4; i += 32) CpAsync16(xr + 4 * i, a.x + row * k_len + 4 * i);
+        if (a.mask != nullptr) {
+          for (int i = lane; i < a.mask_ld / 16; i += 32) CpAsync16(mr + 16 * i, a.mask + row * a.mask_ld + 16 * i);
+        }
+      } else {
+        for (int k = lane; k < k_len; k += 32) xr[k] = __ldg(a.x + row * k_len + k);
+        if (a.mask != nullptr) {
+          for (int i = lane; i < a.mask_ld; i += 32) mr[i] = __ldg(a.mask + row * a.mask_ld + i);
+        }
       }
-    } else {
-      for (int64_t k = lane; k < k_len; k += 32) xw[k] = __ldg(a.x + row * k_len + k);
-      if (a.mask != nullptr) {
-        for (int64_t i = lane; i < a.mask_ld; i += 32) mw[i] = __ldg(a.mask + row * a.mask_ld + i);
-      }
+      y[r] = LoadLabel(a.labels, a.labels64, row);
     }
   };
+  const int64_t groups = (a.n + kRows - 1) / kRows;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kLinWarps;
   const int64_t start = static_cast<int64_t>(blockIdx.x) * kLinWarps + warp;
-  int64_t y = a.ignore_index;
-  if (start < a.n) {
-    stage(start);
-    y = LoadLabel(a.labels, a.labels64, start);
-  }
+  if (start < groups) stage(start);
   // The labels' count while the copies are in flight.
   const double scale = ReadSceScale(src, true, a.labels, a.labels64, a.n, a.ignore_index, sm);
   if constexpr (kVec) CpAsyncWaitAll();
@@ -690,110 +727,155 @@ __global__ void __launch_bounds__(kLinWarps * 32)
   const int cls = lane >> kShift;              // this lane's class
   const bool own = cls < c;
   const bool first = (lane & ((1 << kShift) - 1)) == 0;  // the class's first lane
-  for (int64_t row = start; row < a.n; row += stride) {
-    if (row != start) {
-      __syncwarp();  // every lane is done with the previous row
-      stage(row);
-      y = LoadLabel(a.labels, a.labels64, row);
+  for (int64_t g = start; g < groups; g += stride) {
+    if (g != start) {
+      __syncwarp();  // every lane is done with the previous rows
+      stage(g);
       if constexpr (kVec) CpAsyncWaitAll();
       __syncwarp();
     }
-    // This lane's share of the logits.
-    float z[kMaxC];
+    // This lane's share of the logits, per row.
+    float z[kRows][kMaxC];
 #pragma unroll
-    for (int j = 0; j < kMaxC; ++j) z[j] = 0.0f;
+    for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+      for (int j = 0; j < kMaxC; ++j) z[r][j] = 0.0f;
+    }
     if constexpr (kVec) {
-      for (int64_t k0 = 4 * lane; k0 < k_len; k0 += 128) {
-        const float4 xv = *reinterpret_cast<const float4*>(xw + k0);
+      for (int k0 = 4 * lane; k0 < k_len; k0 += 128) {
+        float4 xv[kRows];
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) xv[r] = *reinterpret_cast<const float4*>(xw + r * k_len + k0);
 #pragma unroll
         for (int j = 0; j < kMaxC; ++j) {
           if (j < c) {
             const float4 wv = *reinterpret_cast<const float4*>(ws + j * k_len + k0);
-            z[j] = fmaf(xv.x, wv.x, z[j]);
-            z[j] = fmaf(xv.y, wv.y, z[j]);
-            z[j] = fmaf(xv.z, wv.z, z[j]);
-            z[j] = fmaf(xv.w, wv.w, z[j]);
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) {
+              z[r][j] = fmaf(xv[r].x, wv.x, z[r][j]);
+              z[r][j] = fmaf(xv[r].y, wv.y, z[r][j]);
+              z[r][j] = fmaf(xv[r].z, wv.z, z[r][j]);
+              z[r][j] = fmaf(xv[r].w, wv.w, z[r][j]);
+            }
           }
         }
       }
     } else {
-      for (int64_t k = lane; k < k_len; k += 32) {
-        const float xv = xw[k];
+      for (int k = lane; k < k_len; k += 32) {
 #pragma unroll
         for (int j = 0; j < kMaxC; ++j) {
-          if (j < c) z[j] = fmaf(xv, ws[j * k_len + k], z[j]);
+          if (j < c) {
+            const float wv = ws[j * k_len + k];
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) z[r][j] = fmaf(xw[r * k_len + k], wv, z[r][j]);
+          }
         }
       }
     }
-    // Lane `lane` now takes class cls = lane >> kShift (its logit summed over the warp), computes
-    // that class's softmax terms and dlogits (the lanes of a class agree bit for bit), and the
-    // row's sums go over the classes' first lanes (a fixed xor tree).
-    const float zj = ReduceClassesOverWarp(z, lane) + (own && a.bias != nullptr ? __ldg(a.bias + cls) : 0.0f);
-    const float m = nl::WarpMax(own ? zj : -std::numeric_limits<float>::infinity());
-    const double s = nl::WarpSum(own && first ? static_cast<double>(ExpC(zj - m)) : 0.0);
-    const double lse = static_cast<double>(m) + log(s);
-    const float lt = static_cast<float>(static_cast<double>(zj) - lse);
-    const double l = static_cast<double>(lt);
-    const double all = nl::WarpSum(own && first ? l : 0.0);
-    const bool y_class = y >= 0 && y < c;
-    const double lpy = static_cast<double>(__shfl_sync(0xffffffffu, lt, y_class ? static_cast<int>(y) << kShift : 0));
-    const float dl = own ? SceGradAt<float, float>(l, cls, y, c, a.ignore_index, eps, scale) : 0.0f;
-    if (own && first) a.dlogits[row * ldc + cls] = dl;
-    for (int j = c + lane; j < ldc; j += 32) a.dlogits[row * ldc + j] = 0.0f;  // padded columns
-    if (lane == 0 && y != a.ignore_index) {
-      acc += !y_class ? NaN() : (1.0 - eps) * -lpy + eps / c * -all;
-      cnt += 1.0;
-    }
-    // Every lane takes the row's dlogits for dx.
+    // Per row: lane `lane` takes class cls = lane >> kShift (its logit summed over the warp),
+    // computes that class's softmax terms and dlogits (the lanes of a class agree bit for bit),
+    // and the row's sums go over the classes' first lanes (a fixed xor tree).
+    float dl[kRows];
 #pragma unroll
-    for (int i = 0; i < kMaxC; ++i) z[i] = __shfl_sync(0xffffffffu, dl, i << kShift);
-    // dx = dlogits · W, through the ReLU mask.
+    for (int r = 0; r < kRows; ++r) {
+      const int64_t row = g * kRows + r;
+      const float zj = ReduceClassesOverWarp(z[r], lane) + (own && a.bias != nullptr ? __ldg(a.bias + cls) : 0.0f);
+      const float m = nl::WarpMax(own ? zj : -std::numeric_limits<float>::infinity());
+      const double s = nl::WarpSum(own && first ? static_cast<double>(ExpC(zj - m)) : 0.0);
+      const double lse = static_cast<double>(m) + log(s);
+      const float lt = static_cast<float>(static_cast<double>(zj) - lse);
+      const double l = static_cast<double>(lt);
+      const double all = nl::WarpSum(own && first ? l : 0.0);
+      const bool y_class = y[r] >= 0 && y[r] < c;
+      const double lpy =
+          static_cast<double>(__shfl_sync(0xffffffffu, lt, y_class ? static_cast<int>(y[r]) << kShift : 0));
+      dl[r] = own ? SceGradAt<float, float>(l, cls, y[r], c, a.ignore_index, eps, scale) : 0.0f;
+      if (row < a.n) {
+        if (own && first) a.dlogits[row * ldc + cls] = dl[r];
+        for (int j = c + lane; j < ldc; j += 32) a.dlogits[row * ldc + j] = 0.0f;  // padded columns
+        if (lane == 0 && y[r] != a.ignore_index) {
+          acc += !y_class ? NaN() : (1.0 - eps) * -lpy + eps / c * -all;
+          cnt += 1.0;
+        }
+      }
+    }
+    // Every lane takes the rows' dlogits for dx.
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+      for (int i = 0; i < kMaxC; ++i) z[r][i] = __shfl_sync(0xffffffffu, dl[r], i << kShift);
+    }
+    // dx = dlogits · W, through the ReLU mask or x's ReLU; the column sums of the rows.
     if constexpr (kVec) {
-      for (int64_t k0 = 4 * lane; k0 < k_len; k0 += 128) {
-        float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      for (int k0 = 4 * lane; k0 < k_len; k0 += 128) {
+        float4 o[kRows];
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) o[r] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
         for (int j = 0; j < kMaxC; ++j) {
           if (j < c) {
             const float4 wv = *reinterpret_cast<const float4*>(ws + j * k_len + k0);
-            o.x = fmaf(z[j], wv.x, o.x);
-            o.y = fmaf(z[j], wv.y, o.y);
-            o.z = fmaf(z[j], wv.z, o.z);
-            o.w = fmaf(z[j], wv.w, o.w);
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) {
+              o[r].x = fmaf(z[r][j], wv.x, o[r].x);
+              o[r].y = fmaf(z[r][j], wv.y, o[r].y);
+              o[r].z = fmaf(z[r][j], wv.z, o[r].z);
+              o[r].w = fmaf(z[r][j], wv.w, o[r].w);
+            }
           }
         }
-        if (a.mask != nullptr) {
-          const unsigned bits = mw[k0 >> 3] >> (k0 & 7);  // k0 % 8 is 0 or 4: the 4 columns' bits
-          o.x = bits & 1u ? o.x : 0.0f;
-          o.y = bits & 2u ? o.y : 0.0f;
-          o.z = bits & 4u ? o.z : 0.0f;
-          o.w = bits & 8u ? o.w : 0.0f;
-        } else if (a.relu_x) {  // ReluGrad(dx, x): x > 0 (false for NaN)
-          const float4 xv = *reinterpret_cast<const float4*>(xw + k0);
-          o.x = xv.x > 0.0f ? o.x : 0.0f;
-          o.y = xv.y > 0.0f ? o.y : 0.0f;
-          o.z = xv.z > 0.0f ? o.z : 0.0f;
-          o.w = xv.w > 0.0f ? o.w : 0.0f;
+        float4 t = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          const int64_t row = g * kRows + r;
+          if (row >= a.n) continue;
+          if (a.mask != nullptr) {
+            const unsigned bits = mw[r * a.mask_ld + (k0 >> 3)] >> (k0 & 7);  // k0 % 8 is 0 or 4
+            o[r].x = bits & 1u ? o[r].x : 0.0f;
+            o[r].y = bits & 2u ? o[r].y : 0.0f;
+            o[r].z = bits & 4u ? o[r].z : 0.0f;
+            o[r].w = bits & 8u ? o[r].w : 0.0f;
+          } else if (a.relu_x) {  // ReluGrad(dx, x): x > 0 (false for NaN)
+            const float4 xv = *reinterpret_cast<const float4*>(xw + r * k_len + k0);
+            o[r].x = xv.x > 0.0f ? o[r].x : 0.0f;
+            o[r].y = xv.y > 0.0f ? o[r].y : 0.0f;
+            o[r].z = xv.z > 0.0f ? o[r].z : 0.0f;
+            o[r].w = xv.w > 0.0f ? o[r].w : 0.0f;
+          }
+          *reinterpret_cast<float4*>(a.dx + row * k_len + k0) = o[r];
+          t.x += o[r].x;
+          t.y += o[r].y;
+          t.z += o[r].z;
+          t.w += o[r].w;
         }
-        *reinterpret_cast<float4*>(a.dx + row * k_len + k0) = o;
         if (sums) {  // the lane's own columns of the warp's row: no other lane touches them
-          float4 t = *reinterpret_cast<float4*>(cw + k0);
-          t.x += o.x;
-          t.y += o.y;
-          t.z += o.z;
-          t.w += o.w;
-          *reinterpret_cast<float4*>(cw + k0) = t;
+          float4 u = *reinterpret_cast<float4*>(cw + k0);
+          u.x += t.x;
+          u.y += t.y;
+          u.z += t.z;
+          u.w += t.w;
+          *reinterpret_cast<float4*>(cw + k0) = u;
         }
       }
     } else {
-      for (int64_t k = lane; k < k_len; k += 32) {
-        float o = 0.0f;
+      for (int k = lane; k < k_len; k += 32) {
+        float t = 0.0f;
 #pragma unroll
-        for (int j = 0; j < kMaxC; ++j) {
-          if (j < c) o = fmaf(z[j], ws[j * k_len + k], o);
+        for (int r = 0; r < kRows; ++r) {
+          const int64_t row = g * kRows + r;
+          if (row >= a.n) continue;
+          float o = 0.0f;
+#pragma unroll
+          for (int j = 0; j < kMaxC; ++j) {
+            if (j < c) o = fmaf(z[r][j], ws[j * k_len + k], o);
+          }
+          const bool on = a.mask != nullptr ? ((mw[r * a.mask_ld + (k >> 3)] >> (k & 7)) & 1u) != 0
+                                            : !a.relu_x || xw[r * k_len + k] > 0.0f;
+          o = on ? o : 0.0f;
+          a.dx[row * k_len + k] = o;
+          t += o;
         }
-        const bool on = a.mask != nullptr ? ((mw[k >> 3] >> (k & 7)) & 1u) != 0 : !a.relu_x || xw[k] > 0.0f;
-        a.dx[row * k_len + k] = on ? o : 0.0f;
-        if (sums) cw[k] += on ? o : 0.0f;
+        if (sums) cw[k] += t;
       }
     }
   }
@@ -801,9 +883,9 @@ __global__ void __launch_bounds__(kLinWarps * 32)
   // grid's (FinishBiasGrad: with several blocks, all resident, column by column in block order).
   if (sums) {
     __syncthreads();
-    for (int64_t k = threadIdx.x; k < k_len; k += blockDim.x) {
+    for (int k = threadIdx.x; k < k_len; k += blockDim.x) {
       double t = 0;
-      for (int i = 0; i < kLinWarps; ++i) t += static_cast<double>(ws[(c + kLinWarps + i) * k_len + k]);
+      for (int i = 0; i < kLinWarps; ++i) t += static_cast<double>(ws[(c + kLinWarps * kRows + i) * k_len + k]);
       bg.partial[static_cast<int64_t>(blockIdx.x) * k_len + k] = t;
     }
     FinishBiasGrad(bg, sync, k_len);
@@ -825,14 +907,14 @@ __global__ void __launch_bounds__(kLinWarps * 32)
   FinishGrid<float>(sync, partial, a.loss);
 }
 
-template <int kMaxC, bool kVec>
+template <int kMaxC, bool kVec, int kRows>
 cudaError_t LaunchLinearSceAs(const LinearSceArgs& a, SceForwardPlan p, bool coop, double* partial,
                               const SceScaleSource& src, SceSync* sync, const SceBiasGrad& bg, cudaStream_t s) {
-  static const cudaError_t attr = cudaFuncSetAttribute(LinearSceKernel<kMaxC, kVec>,
+  static const cudaError_t attr = cudaFuncSetAttribute(LinearSceKernel<kMaxC, kVec, kRows>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                        static_cast<int>(ir::kLinearSceMaxSmemBytes));
   if (attr != cudaSuccess) return attr;
-  return LaunchSce(LinearSceKernel<kMaxC, kVec>, p, coop, s, a, partial, src, sync, bg);
+  return LaunchSce(LinearSceKernel<kMaxC, kVec, kRows>, p, coop, s, a, partial, src, sync, bg);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1177,10 +1259,16 @@ cudaError_t LaunchLinearSce(const LinearSceArgs& in, void* workspace, void* coun
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const bool vec = a.trans_b && a.k % 4 == 0 && a.mask_ld % 16 == 0 && aligned(a.x) && aligned(a.w) &&
                    aligned(a.dx) && aligned(a.mask);
+  // Above kLinSelfCount rows each warp works on kLinRows rows at once where they fit (16 classes
+  // or fewer, the vector path).
+  const int64_t mask_ld = a.mask != nullptr ? a.mask_ld : 0;
+  const bool multi = a.n > kLinSelfCount && vec && a.c <= 16 &&
+                     ir::LinearSceSmemBytes(a.c, a.k, mask_ld, col_sums, kLinRows) <= ir::kLinearSceMaxSmemBytes;
+  const int rows = multi ? kLinRows : 1;
   SceForwardPlan p;
   p.threads = kLinWarps * 32;
-  p.grid = static_cast<int>(std::min<int64_t>((a.n + kLinWarps - 1) / kLinWarps, kMaxPartials));
-  p.smem = static_cast<int>(ir::LinearSceSmemBytes(a.c, a.k, a.mask != nullptr ? a.mask_ld : 0, col_sums));
+  p.grid = static_cast<int>(std::min<int64_t>((a.n + kLinWarps * rows - 1) / (kLinWarps * rows), kMaxPartials));
+  p.smem = static_cast<int>(ir::LinearSceSmemBytes(a.c, a.k, mask_ld, col_sums, rows));
   SceSync* sync = static_cast<SceSync*>(counters);
   SceScaleSource src;
   src.dloss = a.dloss;
@@ -1195,12 +1283,14 @@ cudaError_t LaunchLinearSce(const LinearSceArgs& in, void* workspace, void* coun
     bg.out = a.dbias;
   }
   cudaError_t err;
-  if (a.c <= 16) {
-    err = vec ? LaunchLinearSceAs<16, true>(a, p, coop, partial, src, sync, bg, stream)
-              : LaunchLinearSceAs<16, false>(a, p, coop, partial, src, sync, bg, stream);
+  if (multi) {
+    err = LaunchLinearSceAs<16, true, kLinRows>(a, p, coop, partial, src, sync, bg, stream);
+  } else if (a.c <= 16) {
+    err = vec ? LaunchLinearSceAs<16, true, 1>(a, p, coop, partial, src, sync, bg, stream)
+              : LaunchLinearSceAs<16, false, 1>(a, p, coop, partial, src, sync, bg, stream);
   } else {
-    err = vec ? LaunchLinearSceAs<32, true>(a, p, coop, partial, src, sync, bg, stream)
-              : LaunchLinearSceAs<32, false>(a, p, coop, partial, src, sync, bg, stream);
+    err = vec ? LaunchLinearSceAs<32, true, 1>(a, p, coop, partial, src, sync, bg, stream)
+              : LaunchLinearSceAs<32, false, 1>(a, p, coop, partial, src, sync, bg, stream);
   }
   if (err != cudaSuccess) return err;
   return cudaGetLastError();

@@ -109,7 +109,9 @@ void Check(FusedEpilogue e, const Shape& s) {
       for (int64_t j = 0; j < s.n; ++j) {
         const bool bit = (o1.data<uint8_t>()[i * row + j / 8] >> (j % 8)) & 1u;
         // Skip values within rounding of 0, where the sign is not decided by the reference.
-        if (std::abs(aux[i * s.n + j]) > 1e-5) EXPECT_EQ(bit, aux[i * s.n + j] > 0) << i << "," << j;
+        if (std::abs(aux[i * s.n + j]) > 1e-5) {
+          EXPECT_EQ(bit, aux[i * s.n + j] > 0) << i << "," << j;
+        }
       }
     }
   } else if (e == FusedEpilogue::kGeluAuxBias) {
