@@ -29,6 +29,38 @@ using testing::RunOnCpu;
 
 PassRun RunPass(const std::string& text) { return testing::RunPassOnText(passes::CreateFuseLinearScePass(), text); }
 
+// `text` with each edit's first `from` replaced by its `to` (a missing `from` fails the test).
+using Edits = std::vector<std::pair<std::string, std::string>>;
+std::string Edited(std::string text, const Edits& edits) {
+  for (const auto& [from, to] : edits) {
+    const size_t at = text.find(from);
+    if (at == std::string::npos) {
+      ADD_FAILURE() << "no " << from;
+      continue;
+    }
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
+// `text` with every `from` replaced by `to`.
+std::string ReplacedAll(std::string text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
+// The pass leaves `text` as it is and says why, naming the loss node.
+void ExpectDeclines(const std::string& text, const std::string& why) {
+  PassRun r = RunPass(text);
+  ASSERT_TRUE(r.after) << text;
+  EXPECT_FALSE(r.changed);
+  EXPECT_EQ(IrBody(*r.after), IrBody(*r.before));
+  EXPECT_TRUE(absl::StrContains(r.remarks, "fuse-linear-sce: declined node 'loss'")) << r.remarks;
+  EXPECT_TRUE(absl::StrContains(r.remarks, why)) << r.remarks;
+}
+
 // The last two layers of a classifier after the GEMM fusions of a TF32 step: the hidden layer
 // writes its ReLU mask, the classifier (10 classes) feeds the fused loss, whose dlogits the data
 // gradient (drelu through the mask) and the weight gradient (with the bias gradient) read.
@@ -109,15 +141,13 @@ TEST(FuseLinearSceTest, FusesTheClassifierTheLossAndTheDataGradient) {
 // A classifier without a bias whose weight is [K, C] (transB = 0), and a data gradient without an
 // activation: no mask input.
 TEST(FuseLinearSceTest, FusesAWeightOfKByCWithoutBiasOrMask) {
-  std::string text = kHead;
-  auto swap = [&](const std::string& from, const std::string& to) {
-    ASSERT_NE(text.find(from), std::string::npos) << from;
-    text.replace(text.find(from), from.size(), to);
-  };
-  swap("input %w : f32[10,24]", "input %w : f32[24,10]");
-  swap("ottr::FusedGemm(%h, %w, %b) {epilogue = \"bias\", transB = 1}", "ottr::FusedGemm(%h, %w) {epilogue = \"none\"}");
-  swap("ottr::FusedGemm(%d, %w, _, %mask) {epilogue = \"drelu\"}", "ottr::FusedGemm(%d, %w) {epilogue = \"none\", transB = 1}");
-  swap("  input %b : f32[10]\n", "");
+  const std::string text =
+      Edited(kHead, {{"input %w : f32[10,24]", "input %w : f32[24,10]"},
+                     {"ottr::FusedGemm(%h, %w, %b) {epilogue = \"bias\", transB = 1}",
+                      "ottr::FusedGemm(%h, %w) {epilogue = \"none\"}"},
+                     {"ottr::FusedGemm(%d, %w, _, %mask) {epilogue = \"drelu\"}",
+                      "ottr::FusedGemm(%d, %w) {epilogue = \"none\", transB = 1}"},
+                     {"  input %b : f32[10]\n", ""}});
   PassRun r = RunPass(text);
   ASSERT_TRUE(r.after) << text;
   EXPECT_TRUE(r.changed) << r.remarks;
@@ -136,7 +166,7 @@ TEST(FuseLinearSceTest, FusesAWeightOfKByCWithoutBiasOrMask) {
 
 TEST(FuseLinearSceTest, DeclinesWhatTheKernelDoesNotCompute) {
   struct Decline {
-    std::vector<std::pair<std::string, std::string>> edits;
+    Edits edits;
     std::string why;
   };
   const std::vector<Decline> cases = {
@@ -176,31 +206,15 @@ TEST(FuseLinearSceTest, DeclinesWhatTheKernelDoesNotCompute) {
   };
   for (const Decline& c : cases) {
     SCOPED_TRACE(c.why);
-    std::string text = kHead;
-    for (const auto& [from, to] : c.edits) {
-      ASSERT_NE(text.find(from), std::string::npos) << from;
-      text.replace(text.find(from), from.size(), to);
-    }
-    PassRun r = RunPass(text);
-    ASSERT_TRUE(r.after) << text;
-    EXPECT_FALSE(r.changed);
-    EXPECT_EQ(IrBody(*r.after), IrBody(*r.before));
-    EXPECT_TRUE(absl::StrContains(r.remarks, "fuse-linear-sce: declined node 'loss'")) << r.remarks;
-    EXPECT_TRUE(absl::StrContains(r.remarks, c.why)) << r.remarks;
+    ExpectDeclines(Edited(kHead, c.edits), c.why);
   }
 }
 
 // 4000 features of 10 classes: the weight and four rows of x need more than the kernel's 200 KB
 // of shared memory.
 TEST(FuseLinearSceTest, DeclinesAWeightTooLargeForTheKernel) {
-  std::string text = kHead;
-  for (size_t at = text.find("24"); at != std::string::npos; at = text.find("24", at + 4)) text.replace(at, 2, "4000");
-  text.replace(text.find("u8[7,16]"), 8, "u8[7,512]");
-  PassRun r = RunPass(text);
-  ASSERT_TRUE(r.after) << text;
-  EXPECT_FALSE(r.changed);
-  EXPECT_TRUE(absl::StrContains(r.remarks, "the weight of 10 x 4000 does not fit the fused kernel's 204800 bytes"))
-      << r.remarks;
+  ExpectDeclines(Edited(ReplacedAll(kHead, "24", "4000"), {{"u8[7,16]", "u8[7,512]"}}),
+                 "the weight of 10 x 4000 does not fit the fused kernel's 204800 bytes");
 }
 
 // The head of a large TF32 step (the small MLP at batch 8192): the hidden layer keeps RELU_BIAS
@@ -292,30 +306,15 @@ TEST(FuseLinearSceTest, FusesAPaddedClassifierAndTheReluBackwardOfItsInput) {
 
 // 2048 rows: above 1024 the kernel is slower than the nodes it would replace.
 TEST(FuseLinearSceTest, DeclinesMoreRowsThanTheKernelIsFastFor) {
-  std::string text = kPaddedHead;
-  for (const std::string from : {"[7,", "i64[7]"}) {
-    const std::string to = from == "[7," ? "[2048," : "i64[2048]";
-    for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
-      text.replace(at, from.size(), to);
-    }
-  }
-  PassRun r = RunPass(text);
-  ASSERT_TRUE(r.after) << text;
-  EXPECT_FALSE(r.changed);
-  EXPECT_TRUE(absl::StrContains(r.remarks, "2048 rows (above 1024 the fused kernel is slower than the nodes it would "
-                                           "replace)"))
-      << r.remarks;
+  ExpectDeclines(ReplacedAll(ReplacedAll(kPaddedHead, "[7,", "[2048,"), "i64[7]", "i64[2048]"),
+                 "2048 rows (above 1024 the fused kernel is slower than the nodes it would replace)");
 }
 
 // ReluGrad without the column sums: dx through x's ReLU, three outputs.
 TEST(FuseLinearSceTest, FusesTheReluGradOfItsInputWithoutColumnSums) {
-  std::string text = kPaddedHead;
-  auto swap = [&](const std::string& from, const std::string& to) {
-    ASSERT_NE(text.find(from), std::string::npos) << from;
-    text.replace(text.find(from), from.size(), to);
-  };
-  swap("%dz : f32[7,24], %db0 : f32[24] = ottr::ReluGradBiasGrad(%dh, %h)", "%dz : f32[7,24] = ottr::ReluGrad(%dh, %h)");
-  swap("  output %db0\n", "");
+  const std::string text = Edited(kPaddedHead, {{"%dz : f32[7,24], %db0 : f32[24] = ottr::ReluGradBiasGrad(%dh, %h)",
+                                                 "%dz : f32[7,24] = ottr::ReluGrad(%dh, %h)"},
+                                                {"  output %db0\n", ""}});
   PassRun r = RunPass(text);
   ASSERT_TRUE(r.after) << text;
   EXPECT_TRUE(r.changed) << r.remarks;
@@ -331,9 +330,9 @@ TEST(FuseLinearSceTest, FusesTheReluGradOfItsInputWithoutColumnSums) {
 // The ReLU backward of another tensor than the classifier's input stays a node of its own (the
 // kernel only has x); the Gemm is still fused, dx without an activation.
 TEST(FuseLinearSceTest, LeavesTheReluBackwardOfAnotherTensor) {
-  std::string text = kPaddedHead;
-  text.replace(text.find("ottr::ReluGradBiasGrad(%dh, %h)"), 31, "ottr::ReluGradBiasGrad(%dh, %x1)");
-  text.replace(text.find("  input %labels"), 0, "  input %x1 : f32[7,24]\n");
+  const std::string text =
+      Edited(kPaddedHead, {{"ottr::ReluGradBiasGrad(%dh, %h)", "ottr::ReluGradBiasGrad(%dh, %x1)"},
+                           {"  input %labels", "  input %x1 : f32[7,24]\n  input %labels"}});
   PassRun r = RunPass(text);
   ASSERT_TRUE(r.after) << text;
   EXPECT_TRUE(r.changed) << r.remarks;
@@ -345,14 +344,9 @@ TEST(FuseLinearSceTest, LeavesTheReluBackwardOfAnotherTensor) {
 // 3000 features: the weight and four rows of x fit (10 + 4) · 3000 · 4 bytes, but not with four
 // rows of column sums as well ((10 + 8) · 3000 · 4 > 200 KB).
 TEST(FuseLinearSceTest, DeclinesColumnSumsTooLargeForTheKernel) {
-  std::string text = kPaddedHead;
-  for (size_t at = text.find("24"); at != std::string::npos; at = text.find("24", at + 4)) text.replace(at, 2, "3000");
-  PassRun r = RunPass(text);
-  ASSERT_TRUE(r.after) << text;
-  EXPECT_FALSE(r.changed);
-  EXPECT_TRUE(absl::StrContains(r.remarks, "the weight of 10 x 3000 does not fit the fused kernel's 204800 bytes of "
-                                           "shared memory (with 4 rows of x and of column sums)"))
-      << r.remarks;
+  ExpectDeclines(ReplacedAll(kPaddedHead, "24", "3000"),
+                 "the weight of 10 x 3000 does not fit the fused kernel's 204800 bytes of shared memory (with 4 rows "
+                 "of x and of column sums)");
 }
 
 // The models/mlp step in TF32 (the drelu data gradients of a TF32 step): the classifier, the loss
