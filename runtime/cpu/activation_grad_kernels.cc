@@ -16,6 +16,7 @@
 #include "runtime/cpu/broadcast.h"
 #include "runtime/cpu/elementwise_common.h"
 #include "runtime/cpu/kernel.h"
+#include "runtime/cpu/tensor_kernel_util.h"
 
 namespace ottr::runtime::cpu {
 namespace {
@@ -201,13 +202,10 @@ absl::Status ReluGradBiasGradKernel(KernelContext& ctx) {
     OTTR_ASSIGN_OR_RETURN(bt, ir::DTypeFromOnnx(static_cast<int32_t>(ctx.attr_int("bias_type", 0))));
   }
   Tensor& db = ctx.AllocateOutput(1, bt, {cols});
-  std::vector<double> acc(static_cast<size_t>(cols), 0.0);
   return ir::VisitDType(dx.dtype(), [&]<typename T>() -> absl::Status {
     if constexpr (kIsFloat<T>) {
-      const T* p = dx.data<T>();
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t c = 0; c < cols; ++c) acc[c] += static_cast<double>(Load(p[r * cols + c]));
-      }
+      const std::vector<double> acc =
+          ColumnSumsInDouble(dx.data<T>(), rows, cols, [](T v) { return static_cast<double>(Load(v)); });
       return ir::VisitDType(bt, [&]<typename B>() -> absl::Status {
         if constexpr (kIsFloat<B>) {
           for (int64_t c = 0; c < cols; ++c) db.data<B>()[c] = ConvertElement<B, double>(acc[c]);

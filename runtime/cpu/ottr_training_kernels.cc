@@ -12,6 +12,7 @@
 #include "runtime/cpu/gemm.h"
 #include "ir/status.h"
 #include "runtime/cpu/kernel.h"
+#include "runtime/cpu/tensor_kernel_util.h"
 
 namespace ottr::runtime::cpu {
 namespace {
@@ -169,11 +170,7 @@ absl::Status SceWithGrad(KernelContext& ctx) {
       return ctx.Unsupported(absl::StrCat("the column sums of ", ir::DTypeName(g), " dlogits"));
     }
     OTTR_ASSIGN_OR_RETURN(Tensor wide_d, ew::CastTensor(dx, DType::kFloat64));
-    std::vector<double> sums(static_cast<size_t>(ld), 0.0);
-    const double* dd = wide_d.data<double>();
-    for (int64_t i = 0; i < n; ++i) {
-      for (int64_t j = 0; j < ld; ++j) sums[j] += dd[i * ld + j];
-    }
+    const std::vector<double> sums = ColumnSumsInDouble(wide_d.data<double>(), n, ld, [](double v) { return v; });
     Tensor& db = ctx.AllocateOutput(2, g, {ld});
     for (int64_t j = 0; j < ld; ++j) {
       if (g == DType::kFloat32) {
@@ -267,10 +264,7 @@ absl::Status LinearSceWithGrad(KernelContext& ctx) {
     for (int64_t i = 0; i < n * k; ++i) dp[i] = xp[i] > 0.0f ? dp[i] : 0.0f;
   }
   if (ctx.num_outputs() > 3) {  // ReluGradBiasGrad's bias gradient: the rows in order, in double
-    std::vector<double> acc(static_cast<size_t>(k), 0.0);
-    for (int64_t i = 0; i < n; ++i) {
-      for (int64_t j = 0; j < k; ++j) acc[j] += static_cast<double>(dp[i * k + j]);
-    }
+    const std::vector<double> acc = ColumnSumsInDouble(dp, n, k, [](float v) { return static_cast<double>(v); });
     float* db = ctx.AllocateOutput(3, DType::kFloat32, {k}).data<float>();
     for (int64_t j = 0; j < k; ++j) db[j] = static_cast<float>(acc[j]);
   }

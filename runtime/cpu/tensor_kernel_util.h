@@ -18,6 +18,18 @@
 
 namespace ottr::runtime::cpu {
 
+// The column sums Σ_r x[r, c] of a row-major [rows, cols] matrix, the rows in order, each element
+// made a double by `to_double`: the bias gradients of ReluGradBiasGrad and of the fused loss nodes
+// (fuse-sce-bgrad, fuse-linear-sce), which round them once to their type, as the CPU ReduceSum.
+template <typename T, typename ToDouble>
+std::vector<double> ColumnSumsInDouble(const T* x, int64_t rows, int64_t cols, ToDouble to_double) {
+  std::vector<double> sums(static_cast<size_t>(cols), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) sums[c] += to_double(x[r * cols + c]);
+  }
+  return sums;
+}
+
 // Row-major strides (in elements) of `dims`.
 inline std::vector<int64_t> RowMajorStrides(const std::vector<int64_t>& dims) {
   std::vector<int64_t> s(dims.size(), 1);
