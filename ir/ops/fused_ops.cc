@@ -1,10 +1,12 @@
 // Schemas of the ops the fusion passes make. ottr::FusedGemm's contract is in ir/fused_gemm.h.
 // Fusion runs on the training step after autodiff, so fused ops have no gradient rule.
 //
-// ottr::ReluGradBiasGrad(dY, Y) -> (dX, dB) {bias_type}: the backward of a ReLU layer and the
-// bias gradient of the layer that produced Y, in one pass over dY (fuse-relu-grad-bgrad):
+// ottr::ReluGradBiasGrad(dY, Y) -> (dX, dB[, dXT]) {bias_type}: the backward of a ReLU layer and
+// the bias gradient of the layer that produced Y, in one pass over dY (fuse-relu-grad-bgrad):
 //   dX[r, c] = Y[r, c] > 0 ? dY[r, c] : 0        (dY's type, as ottr::ReluGrad)
 //   dB[c]    = Σ_r dX[r, c]                      (summed in float32 or wider, stored as bias_type)
+//   dXT[c, r] = dX[r, c]                         (optional: the K-major operand of the layer's
+//                                                 weight gradient, kmajor-gemm-operands)
 // dY and Y are one static 2-D float type; bias_type (an ONNX element type) is dY's type, or
 // float32 for 16-bit dY (default: dY's type).
 #include "absl/strings/str_cat.h"
@@ -135,8 +137,10 @@ absl::Status InferReluGradBiasGrad(InferenceContext& ctx) {
     }
     b = *o;
   }
+  const std::vector<int64_t> dims = StaticDims(*dy.shape);
   ctx.set_output_type(0, dy);
-  ctx.set_output_type(1, TensorType(b, Shape{StaticDims(*dy.shape)[1]}));
+  ctx.set_output_type(1, TensorType(b, Shape{dims[1]}));
+  if (ctx.node().num_outputs() > 2) ctx.set_output_type(2, TensorType(dy.dtype, Shape{dims[1], dims[0]}));
   return absl::OkStatus();
 }
 
@@ -145,7 +149,7 @@ absl::Status InferReluGradBiasGrad(InferenceContext& ctx) {
 void RegisterFusedOps(OpRegistry& r) {
   r.Register(OpSchemaBuilder(std::string(kOttrDomain), "ReluGradBiasGrad")
                  .Inputs(2, 2)
-                 .Outputs(2, 2)
+                 .Outputs(2, 3)
                  .Attr("bias_type", Kind::kInt)
                  .Shape(InferReluGradBiasGrad)
                  .NotDifferentiable()

@@ -189,7 +189,8 @@ absl::Status ActivationGradKernel(KernelContext& ctx) {
   });
 }
 
-// ReluGradBiasGrad(dY, Y) -> (dX, dB): dX as ReluGrad, dB[c] = Σ_r dX[r, c] in double.
+// ReluGradBiasGrad(dY, Y) -> (dX, dB[, dXT]): dX as ReluGrad, dB[c] = Σ_r dX[r, c] in double,
+// dXT[c, r] = dX[r, c].
 absl::Status ReluGradBiasGradKernel(KernelContext& ctx) {
   OTTR_RETURN_IF_ERROR(ActivationGradKernel<ReluGradOp>(ctx));
   const Tensor& dx = ctx.output(0);
@@ -202,8 +203,16 @@ absl::Status ReluGradBiasGradKernel(KernelContext& ctx) {
     OTTR_ASSIGN_OR_RETURN(bt, ir::DTypeFromOnnx(static_cast<int32_t>(ctx.attr_int("bias_type", 0))));
   }
   Tensor& db = ctx.AllocateOutput(1, bt, {cols});
+  Tensor* dxt = ctx.num_outputs() > 2 ? &ctx.AllocateOutput(2, dx.dtype(), {cols, rows}) : nullptr;
   return ir::VisitDType(dx.dtype(), [&]<typename T>() -> absl::Status {
     if constexpr (kIsFloat<T>) {
+      if (dxt != nullptr) {
+        const T* src = dx.data<T>();
+        T* dst = dxt->data<T>();
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
+        }
+      }
       const std::vector<double> acc =
           ColumnSumsInDouble(dx.data<T>(), rows, cols, [](T v) { return static_cast<double>(Load(v)); });
       return ir::VisitDType(bt, [&]<typename B>() -> absl::Status {

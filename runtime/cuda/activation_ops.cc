@@ -163,9 +163,10 @@ OpCompiler ActivationGrad(ActivationOp op, const char* name) {
   };
 }
 
-// ReluGradBiasGrad(dY, Y) -> (dX, dB): one kernel (kernels/activation.h). Its per-strip counters
-// live in a small device buffer of the node's own (zeroed here; every launch leaves them zero),
-// the partial sums in the workspace; an output nobody reads is written to the workspace too.
+// ReluGradBiasGrad(dY, Y) -> (dX, dB[, dXᵀ]): one kernel (kernels/activation.h). Its per-strip
+// counters live in a small device buffer of the node's own (zeroed here; every launch leaves them
+// zero), the partial sums in the workspace. An unread dB is written to the workspace; an unread dX
+// is not written at all when dXᵀ is, else to the workspace.
 absl::StatusOr<CompiledOp> CompileReluGradBiasGrad(OpCompileContext& ctx) {
   const DType t = ctx.input_type(0).dtype;
   const std::vector<int64_t> dy = ctx.input_dims(0);
@@ -179,11 +180,16 @@ absl::StatusOr<CompiledOp> CompileReluGradBiasGrad(OpCompileContext& ctx) {
     return ctx.Error(absl::StrCat("outputs ", DimsString(ctx.output_dims(0)), " and ", DimsString(ctx.output_dims(1)),
                                   " do not match dY ", DimsString(dy)));
   }
+  const bool transposed = ctx.num_outputs() > 2;
+  if (transposed && (ctx.output_type(2).dtype != t || ctx.output_dims(2) != std::vector<int64_t>{dy[1], dy[0]})) {
+    return ctx.Error(absl::StrCat("dXT ", ir::DTypeName(ctx.output_type(2).dtype), DimsString(ctx.output_dims(2)),
+                                  " is not the transpose of dY ", ir::DTypeName(t), DimsString(dy)));
+  }
   kernels::ReluBiasGradFn fn = kernels::FindReluGradBiasGrad(Code(t), Code(bt));
   if (fn == nullptr) {
     return ctx.Unsupported(absl::StrCat("dY of ", ir::DTypeName(t), " with a ", ir::DTypeName(bt), " bias gradient"));
   }
-  const kernels::ReluBiasGradPlan plan = kernels::MakeReluBiasGradPlan(Code(t), dy[0], dy[1]);
+  const kernels::ReluBiasGradPlan plan = kernels::MakeReluBiasGradPlan(Code(t), dy[0], dy[1], transposed);
   void* raw = nullptr;
   const size_t counter_bytes = static_cast<size_t>(plan.strips) * sizeof(unsigned);
   OTTR_CUDA_RETURN_IF_ERROR(cudaMalloc(&raw, counter_bytes));
@@ -191,17 +197,25 @@ absl::StatusOr<CompiledOp> CompileReluGradBiasGrad(OpCompileContext& ctx) {
   OTTR_CUDA_RETURN_IF_ERROR(cudaMemset(raw, 0, counter_bytes));
   auto round_up = [](int64_t b) { return (b + 255) / 256 * 256; };
   const int64_t partial_bytes = round_up(kernels::ReluBiasGradWorkspaceBytes(plan));
-  const int64_t dx_bytes = ctx.output_needed(0) ? 0 : round_up(ir::NumElements(dy) * static_cast<int64_t>(ir::DTypeSize(t)));
+  const int64_t elements_bytes = round_up(ir::NumElements(dy) * static_cast<int64_t>(ir::DTypeSize(t)));
+  // dX goes to the workspace when nobody reads it and no dXᵀ is written instead; so does dXᵀ
+  // when only dX is read.
+  const int64_t dx_bytes = ctx.output_needed(0) || transposed ? 0 : elements_bytes;
+  const int64_t dxt_bytes = transposed && !ctx.output_needed(2) ? elements_bytes : 0;
   const int64_t db_bytes = ctx.output_needed(1) ? 0 : round_up(dy[1] * static_cast<int64_t>(ir::DTypeSize(bt)));
   CompiledOp c;
-  c.workspace_bytes = partial_bytes + dx_bytes + db_bytes;
-  c.launch = [fn, plan, counters, partial_bytes, dx_bytes](const LaunchArgs& a) -> absl::Status {
+  c.workspace_bytes = partial_bytes + dx_bytes + dxt_bytes + db_bytes;
+  c.launch = [fn, plan, counters, partial_bytes, dx_bytes, dxt_bytes](const LaunchArgs& a) -> absl::Status {
     if (plan.cols == 0) return absl::OkStatus();
     char* ws = static_cast<char*>(a.workspace);
-    void* dx = a.outputs[0] != nullptr ? a.outputs[0] : ws + partial_bytes;
-    void* db = a.outputs.size() > 1 && a.outputs[1] != nullptr ? a.outputs[1] : ws + partial_bytes + dx_bytes;
+    void* dx = a.outputs[0] != nullptr ? a.outputs[0] : (dx_bytes > 0 ? ws + partial_bytes : nullptr);
+    void* dxt = nullptr;
+    if (plan.transposed) dxt = a.outputs.size() > 2 && a.outputs[2] != nullptr ? a.outputs[2] : ws + partial_bytes + dx_bytes;
+    void* db = a.outputs.size() > 1 && a.outputs[1] != nullptr ? a.outputs[1]
+                                                               : ws + partial_bytes + dx_bytes + dxt_bytes;
     nvtxRangePushA("ReluGradBiasGrad");
-    const cudaError_t e = fn(plan, a.inputs[0], a.inputs[1], dx, db, ws, static_cast<unsigned*>(counters.get()), a.stream);
+    const cudaError_t e =
+        fn(plan, a.inputs[0], a.inputs[1], dx, db, dxt, ws, static_cast<unsigned*>(counters.get()), a.stream);
     nvtxRangePop();
     OTTR_CUDA_RETURN_IF_ERROR(e);
     return absl::OkStatus();

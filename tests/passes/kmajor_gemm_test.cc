@@ -165,5 +165,59 @@ TEST(KMajorGemmOperandsTest, TransposesTheOperandMadeEarlier) {
   testing::ExpectSameOutputs(r, 5, kRtol);
 }
 
+// A weight gradient whose dY is the ReLU backward's dX, read by nothing else: the ReLU backward
+// writes dXT as its third output instead of a Transpose node, and the GEMM reads it K-major; dX
+// itself is left unread. The same dY with a second reader (a data gradient) gets the Transpose as
+// before (of X: made earlier), and a GEMM below the size rule is declined even with a foldable dY.
+TEST(KMajorGemmOperandsTest, FoldsTheTransposeIntoTheReluBackward) {
+  PassRun r = RunKMajor(R"(graph "g" {
+  opset ai.onnx 17
+  input %g : f32[1024,256]
+  input %h : f32[1024,256]
+  input %x : f32[1024,4096]
+  %dz : f32[1024,256], %db : f32[256] = ottr::ReluGradBiasGrad(%g, %h) origin "relu/grad"
+  %dw : f32[256,4096] = Gemm(%dz, %x) {transA = 1} origin "fc/grad"
+  output %dw
+  output %db
+})");
+  ASSERT_TRUE(r.after);
+  EXPECT_TRUE(r.changed);
+  EXPECT_EQ(IrBody(*r.after),
+            "  %dz : f32[1024,256], %db : f32[256], %dz.kmajor : f32[256,1024] = ottr::ReluGradBiasGrad(%g, %h) origin "
+            "\"relu/grad\"\n"
+            "  %dw : f32[256,4096] = Gemm(%dz.kmajor, %x) {transA = 0} origin \"fc/grad\"\n"
+            "  output %dw, %db\n");
+  EXPECT_TRUE(absl::StrContains(r.remarks, "transposed A (dz) of node 'fc/grad' (Gemm) in its ReLU backward"))
+      << r.remarks;
+  testing::ExpectSameOutputs(r, 5, kRtol);
+
+  PassRun d = RunKMajor(R"(graph "g" {
+  opset ai.onnx 17
+  input %g : f32[1024,256]
+  input %h : f32[1024,256]
+  input %x : f32[1024,4096]
+  input %w : f32[256,4096]
+  input %g2 : f32[2048,256]
+  input %h2 : f32[2048,256]
+  input %x2 : f32[2048,128]
+  %dz : f32[1024,256], %db : f32[256] = ottr::ReluGradBiasGrad(%g, %h) origin "relu/grad"
+  %dw : f32[256,4096] = Gemm(%dz, %x) {transA = 1} origin "fc/grad"
+  %dx : f32[1024,4096] = Gemm(%dz, %w) origin "fc/dx"
+  %dz2 : f32[2048,256], %db2 : f32[256] = ottr::ReluGradBiasGrad(%g2, %h2) origin "relu2/grad"
+  %dw2 : f32[256,128] = Gemm(%dz2, %x2) {transA = 1} origin "fc2/grad"
+  output %dw
+  output %db
+  output %dx
+  output %dw2
+  output %db2
+})");
+  ASSERT_TRUE(d.after);
+  EXPECT_TRUE(d.changed);
+  const std::string body = IrBody(*d.after);
+  EXPECT_TRUE(absl::StrContains(body, "Gemm(%dz, %x.kmajor) {transA = 1, transB = 1}")) << body;
+  EXPECT_FALSE(absl::StrContains(body, "dz2.kmajor")) << body;
+  EXPECT_TRUE(absl::StrContains(d.remarks, "declined node 'fc2/grad' (Gemm): GEMM 256x128x2048 is too small")) << d.remarks;
+}
+
 }  // namespace
 }  // namespace ottr

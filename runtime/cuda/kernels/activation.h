@@ -79,6 +79,9 @@ PReluGradSlopeFn FindPReluGradSlope(int type);  // activation_grad.cu
 // bias type (dY's, or float32 for 16-bit dY). One kernel: row blocks write per-column partials
 // to the workspace and the last block of each column strip adds them in order (deterministic);
 // `counters` (strips of them, zero before the first launch) are left zero by every launch.
+// With `transposed` the kernel also writes dXᵀ, [cols, rows] row-major (the K-major operand of a
+// weight-gradient GEMM, passes/kmajor_gemm.cc), through a shared-memory tile; dX itself may then
+// be null (nobody reads it: not written at all).
 struct ReluBiasGradPlan {
   int64_t rows = 0;
   int64_t cols = 0;
@@ -86,11 +89,14 @@ struct ReluBiasGradPlan {
   int64_t strips = 0;      // column strips of 32 x (16 / element size) columns
   int64_t row_blocks = 0;  // partials per column
   int64_t acc_bytes = 4;   // bytes of one partial
+  bool transposed = false;
 };
-ReluBiasGradPlan MakeReluBiasGradPlan(int type, int64_t rows, int64_t cols);  // activation_grad.cu
+ReluBiasGradPlan MakeReluBiasGradPlan(int type, int64_t rows, int64_t cols,
+                                      bool transposed = false);  // activation_grad.cu
 inline int64_t ReluBiasGradWorkspaceBytes(const ReluBiasGradPlan& p) { return p.row_blocks * p.cols * p.acc_bytes; }
 using ReluBiasGradFn = cudaError_t (*)(const ReluBiasGradPlan& p, const void* dy, const void* y, void* dx,
-                                       void* db, void* workspace, unsigned* counters, cudaStream_t stream);
+                                       void* db, void* dxt, void* workspace, unsigned* counters,
+                                       cudaStream_t stream);
 ReluBiasGradFn FindReluGradBiasGrad(int type, int bias_type);  // activation_grad.cu; null if unsupported
 
 }  // namespace ottr::cuda::kernels

@@ -322,20 +322,31 @@ cudaError_t PReluGradSlopeEntry(const SlopeReducePlan& p, const void* dy, const 
 // kernel to 64 registers (four blocks per SM) spilled and took 76 µs.
 
 constexpr int kRelUnroll = 4;
+// Rows of one pass of a block's warps (each warp kRelUnroll rows): the transposed tile's height.
+constexpr int kRelTileRows = (kThreads / 32) * kRelUnroll;
 
 template <typename T>
 using BiasAcc = std::conditional_t<std::is_same<T, double>::value, double, float>;
 
-template <typename T, typename B, bool kVec>
+// dXᵀ (kTrans): each pass of the block's warps leaves its kRelTileRows x kStrip tile of dX in
+// shared memory (rows padded by one pack, so the packs' stores are conflict-free), and the warps
+// write it out column by column: lane l takes column 4·j + l / 8 and rows 8·i + l % 8, so each
+// group of 8 lanes writes 8 consecutive elements of one row of dXᵀ (a 32-byte sector for float)
+// and, with the 132-word row pitch, the 32 lanes read 32 different banks.
+template <typename T, typename B, bool kVec, bool kTrans>
 __global__ void __launch_bounds__(kThreads, 2)
     ReluGradBiasGradKernel(const ReluBiasGradPlan p, const T* dy, const T* y, T* dx, B* __restrict__ db,
-                           BiasAcc<T>* __restrict__ partials, unsigned* __restrict__ counters, const ReluGradOp op) {
+                           T* __restrict__ dxt, BiasAcc<T>* __restrict__ partials, unsigned* __restrict__ counters,
+                           const ReluGradOp op) {
   using A = BiasAcc<T>;
   constexpr int V = 16 / static_cast<int>(sizeof(T));
   constexpr int kWarps = kThreads / 32;
   constexpr int kStrip = 32 * V;
+  constexpr int kPitch = kStrip + V;  // elements per tile row
   __shared__ A red[kWarps][kStrip];
+  __shared__ __align__(16) unsigned char tile_bytes[kTrans ? kRelTileRows * kPitch * sizeof(T) : 16];
   __shared__ bool last;
+  T* tile = reinterpret_cast<T*>(tile_bytes);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t strip0 = static_cast<int64_t>(blockIdx.x) * kStrip;
   const int64_t c0 = strip0 + static_cast<int64_t>(lane) * V;
@@ -344,40 +355,62 @@ __global__ void __launch_bounds__(kThreads, 2)
   A acc[V];
 #pragma unroll
   for (int j = 0; j < V; ++j) acc[j] = A(0);
-  if (c0 < p.cols) {
-    if constexpr (kVec) {
-      for (int64_t r0 = r_begin + warp; r0 < r_end; r0 += kWarps * kRelUnroll) {
-        Pack<T, V> g[kRelUnroll], z[kRelUnroll];
+  if constexpr (kVec) {
+    // Every warp makes the same number of passes (the tile's barriers); a warp's rows past the
+    // end, or a lane's columns past the strip's last, do nothing.
+    const bool cols_ok = c0 < p.cols;
+    for (int64_t base = r_begin; base < r_end; base += kRelTileRows) {
+      Pack<T, V> g[kRelUnroll], z[kRelUnroll];
 #pragma unroll
-        for (int u = 0; u < kRelUnroll; ++u) {
-          const int64_t r = r0 + static_cast<int64_t>(u) * kWarps;
-          if (r < r_end) {
-            g[u] = *reinterpret_cast<const Pack<T, V>*>(dy + r * p.cols + c0);
-            z[u] = *reinterpret_cast<const Pack<T, V>*>(y + r * p.cols + c0);
-          }
+      for (int u = 0; u < kRelUnroll; ++u) {
+        const int64_t r = base + warp + static_cast<int64_t>(u) * kWarps;
+        if (cols_ok && r < r_end) {
+          g[u] = *reinterpret_cast<const Pack<T, V>*>(dy + r * p.cols + c0);
+          z[u] = *reinterpret_cast<const Pack<T, V>*>(y + r * p.cols + c0);
         }
+      }
 #pragma unroll
-        for (int u = 0; u < kRelUnroll; ++u) {
-          const int64_t r = r0 + static_cast<int64_t>(u) * kWarps;
-          if (r < r_end) {
-            Pack<T, V> o;
+      for (int u = 0; u < kRelUnroll; ++u) {
+        const int64_t r = base + warp + static_cast<int64_t>(u) * kWarps;
+        if (cols_ok && r < r_end) {
+          Pack<T, V> o;
 #pragma unroll
-            for (int j = 0; j < V; ++j) {
-              o.v[j] = Apply<T>(op, g[u].v[j], z[u].v[j]);
-              acc[j] += static_cast<A>(Load(o.v[j]));
-            }
-            *reinterpret_cast<Pack<T, V>*>(dx + r * p.cols + c0) = o;
+          for (int j = 0; j < V; ++j) {
+            o.v[j] = Apply<T>(op, g[u].v[j], z[u].v[j]);
+            acc[j] += static_cast<A>(Load(o.v[j]));
+          }
+          if (dx != nullptr) *reinterpret_cast<Pack<T, V>*>(dx + r * p.cols + c0) = o;
+          if constexpr (kTrans) {
+            *reinterpret_cast<Pack<T, V>*>(tile + (warp + u * kWarps) * kPitch + lane * V) = o;
           }
         }
       }
-    } else {
+      if constexpr (kTrans) {
+        __syncthreads();
+        const int group = lane >> 3, rr = lane & 7;
+        for (int cg = warp; cg < kStrip / 4; cg += kWarps) {
+          const int col = cg * 4 + group;
+          const int64_t c = strip0 + col;
+#pragma unroll
+          for (int i = 0; i < kRelTileRows / 8; ++i) {
+            const int row = i * 8 + rr;
+            const int64_t r = base + row;
+            if (c < p.cols && r < r_end) dxt[c * p.rows + r] = tile[row * kPitch + col];
+          }
+        }
+        __syncthreads();
+      }
+    }
+  } else {
+    if (c0 < p.cols) {
       for (int64_t r = r_begin + warp; r < r_end; r += kWarps) {
         const int64_t off = r * p.cols + c0;
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           if (c0 + j < p.cols) {
             const T o = Apply<T>(op, dy[off + j], y[off + j]);
-            dx[off + j] = o;
+            if (dx != nullptr) dx[off + j] = o;
+            if (dxt != nullptr) dxt[(c0 + j) * p.rows + r] = o;
             acc[j] += static_cast<A>(Load(o));
           }
         }
@@ -415,20 +448,29 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 template <typename T, typename B>
 cudaError_t ReluGradBiasGradEntry(const ReluBiasGradPlan& p, const void* dy, const void* y, void* dx, void* db,
-                                  void* workspace, unsigned* counters, cudaStream_t stream) {
+                                  void* dxt, void* workspace, unsigned* counters, cudaStream_t stream) {
   if (p.cols <= 0) return cudaSuccess;
-  if (workspace == nullptr || counters == nullptr || p.strips <= 0 || p.row_blocks <= 0) return cudaErrorInvalidValue;
+  if (workspace == nullptr || counters == nullptr || p.strips <= 0 || p.row_blocks <= 0 ||
+      p.transposed != (dxt != nullptr) || (dx == nullptr && dxt == nullptr)) {
+    return cudaErrorInvalidValue;
+  }
   constexpr int V = 16 / static_cast<int>(sizeof(T));
   const dim3 grid(static_cast<unsigned>(p.strips), static_cast<unsigned>(p.row_blocks));
-  const bool vec = p.cols % V == 0 && Aligned16(dy) && Aligned16(y) && Aligned16(dx);
+  const bool vec = p.cols % V == 0 && Aligned16(dy) && Aligned16(y) && (dx == nullptr || Aligned16(dx)) &&
+                   p.rows_per_block % kRelTileRows == 0;
   auto* part = static_cast<BiasAcc<T>*>(workspace);
   const ReluGradOp op{ActivationParams{}};
-  if (vec) {
-    ReluGradBiasGradKernel<T, B, true><<<grid, kThreads, 0, stream>>>(
-        p, static_cast<const T*>(dy), static_cast<const T*>(y), static_cast<T*>(dx), static_cast<B*>(db), part, counters, op);
+  const T* pdy = static_cast<const T*>(dy);
+  const T* py = static_cast<const T*>(y);
+  T* pdx = static_cast<T*>(dx);
+  T* pdxt = static_cast<T*>(dxt);
+  B* pdb = static_cast<B*>(db);
+  if (vec && p.transposed) {
+    ReluGradBiasGradKernel<T, B, true, true><<<grid, kThreads, 0, stream>>>(p, pdy, py, pdx, pdb, pdxt, part, counters, op);
+  } else if (vec) {
+    ReluGradBiasGradKernel<T, B, true, false><<<grid, kThreads, 0, stream>>>(p, pdy, py, pdx, pdb, pdxt, part, counters, op);
   } else {
-    ReluGradBiasGradKernel<T, B, false><<<grid, kThreads, 0, stream>>>(
-        p, static_cast<const T*>(dy), static_cast<const T*>(y), static_cast<T*>(dx), static_cast<B*>(db), part, counters, op);
+    ReluGradBiasGradKernel<T, B, false, false><<<grid, kThreads, 0, stream>>>(p, pdy, py, pdx, pdb, pdxt, part, counters, op);
   }
   return cudaGetLastError();
 }
@@ -474,12 +516,12 @@ PReluGradSlopeFn FindPReluGradSlope(int type) {
   return fn;
 }
 
-// Blocks of ReluGradBiasGradKernel<T, T, true> resident on one SM (at least 1), asked once.
-template <typename T>
+// Blocks of ReluGradBiasGradKernel<T, T, true, kTrans> resident on one SM (at least 1), asked once.
+template <typename T, bool kTrans>
 int ReluBgradBlocksPerSm() {
   static const int blocks = [] {
     int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, ReluGradBiasGradKernel<T, T, true>, kThreads, 0) !=
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, ReluGradBiasGradKernel<T, T, true, kTrans>, kThreads, 0) !=
         cudaSuccess) {
       (void)cudaGetLastError();
       n = 1;
@@ -489,22 +531,23 @@ int ReluBgradBlocksPerSm() {
   return blocks;
 }
 
-ReluBiasGradPlan MakeReluBiasGradPlan(int type, int64_t rows, int64_t cols) {
+ReluBiasGradPlan MakeReluBiasGradPlan(int type, int64_t rows, int64_t cols, bool transposed) {
   ReluBiasGradPlan p;
   p.rows = rows;
   p.cols = cols;
+  p.transposed = transposed;
   int size = 4, per_sm = 1;
   VisitType(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
     size = static_cast<int>(sizeof(T));
-    if constexpr (kIsFloat<T>) per_sm = ReluBgradBlocksPerSm<T>();
+    if constexpr (kIsFloat<T>) per_sm = transposed ? ReluBgradBlocksPerSm<T, true>() : ReluBgradBlocksPerSm<T, false>();
   });
   p.acc_bytes = size == 8 ? 8 : 4;
   const int64_t strip = 32 * (16 / size);
   p.strips = std::max<int64_t>(1, (cols + strip - 1) / strip);
   // One wave of resident blocks in all, each block's rows a multiple of a full unrolled pass of
-  // its warps (8 warps x kRelUnroll rows).
-  constexpr int64_t kRowUnit = (kThreads / 32) * kRelUnroll;
+  // its warps (kRelTileRows).
+  constexpr int64_t kRowUnit = kRelTileRows;
   const int64_t target = static_cast<int64_t>(SmCount()) * per_sm;
   const int64_t max_blocks = std::max<int64_t>(1, (rows + kRowUnit - 1) / kRowUnit);
   const int64_t want = std::clamp<int64_t>(target / p.strips, 1, std::min<int64_t>(max_blocks, 65535));

@@ -5,9 +5,11 @@
 //
 // Bounds. dX is a select of dY: bit for bit. dB: the CPU sums in double and rounds once; the
 // kernel sums in float along a tree (a thread's rows, the block's 8 warps, then the row blocks'
-// partials), at most D = rows / 4 + 8 additions deep on any path, so |error| <= D · u32 ·
-// Σ_r |dX[r, c]| (recursive summation bound), plus half an ulp of the bias type for 16-bit
-// outputs (u = 2^-8 bf16, 2^-11 f16) and u64 · D for double.
+// partials), at most D = rows / 4 + 8 additions deep on any path, so |s' - s| <= D · u32 ·
+// Σ_r |dX[r, c]| (recursive summation bound; u64 · D for double). A 16-bit bias type then rounds
+// both sums, each by at most its unit roundoff u (2^-8 bf16, 2^-11 f16): |y - w| <= |s' - s| +
+// u·(|s| + |s'|) <= |s' - s| + u·(|w| + |y|) / (1 - u). (A sum close to a rounding boundary may
+// round to neighbouring 16-bit values on the two sides: one ulp apart, not half.)
 #include <cmath>
 #include <string>
 #include <vector>
@@ -51,55 +53,86 @@ double OutputUlp(DType t) {
 
 // Two runs of one compiled executor on different inputs: the per-strip counters must be left at
 // zero by the first, or the second would not write dB (it would keep the first run's values).
+// Each shape also with the third output dXT (kmajor-gemm-operands), once with dX read and once
+// with nobody reading dX (the kernel then writes only dXT): dXT is dX transposed, bit for bit.
 TEST(CudaReluGradBiasGradTest, MatchesCpuOnEveryTypeAndShape) {
   OTTR_REQUIRE_CUDA_DEVICE();
   // The MLP 4096x4's layers, the small MLP's at batch 8192, odd column counts (the scalar path
-  // and a partial strip), a single row, more row blocks than rows per block.
+  // and a partial strip), a single row, more row blocks than rows per block, rows not a multiple
+  // of the transposed tile's 32 (8190, 37, 129).
   const std::vector<std::pair<DType, Shape2>> shapes = {
       {DType::kFloat32, {4096, 4096}}, {DType::kBFloat16, {4096, 4096}}, {DType::kFloat32, {8192, 512}},
       {DType::kBFloat16, {4096, 1000}}, {DType::kFloat32, {37, 101}},    {DType::kBFloat16, {129, 300}},
       {DType::kFloat16, {64, 72}},      {DType::kFloat64, {100, 66}},     {DType::kFloat32, {1, 300}},
-      {DType::kFloat32, {20000, 8}}};
+      {DType::kFloat32, {20000, 8}},    {DType::kFloat32, {8190, 784}},   {DType::kFloat32, {129, 260}}};
+  enum class Form { kPlain, kTransposed, kOnlyTransposed };
   uint64_t seed = 1;
   for (const auto& [t, s] : shapes) {
     std::vector<DType> bias_types = {t};
     if (t == DType::kBFloat16 || t == DType::kFloat16) bias_types.push_back(DType::kFloat32);
     for (DType bt : bias_types) {
-      SCOPED_TRACE(absl::StrCat(ir::DTypeName(t), "[", s.rows, ",", s.cols, "] -> ", ir::DTypeName(bt)));
-      Attrs attrs;
-      if (bt != t) attrs["bias_type"] = ir::Attribute(static_cast<int64_t>(ir::DTypeToOnnx(bt)));
-      Case c("ReluGradBiasGrad", {In(RandomOf(t, {s.rows, s.cols}, seed)), In(RandomOf(t, {s.rows, s.cols}, seed + 1))},
-             attrs, 2, kOttr);
-      runtime::TensorMap feeds_a;
-      auto g = BuildGraph(c, &feeds_a);
-      ASSERT_TRUE(g.ok()) << g.status();
-      runtime::TensorMap feeds_b = {{"in0", RandomOf(t, {s.rows, s.cols}, seed + 2)},
-                                    {"in1", RandomOf(t, {s.rows, s.cols}, seed + 3)}};
-      seed += 4;
-      auto cpu = runtime::cpu::CpuExecutor::Create(**g);
-      ASSERT_TRUE(cpu.ok()) << cpu.status();
-      cuda::CudaExecutorOptions o;
-      o.tf32 = false;
-      auto gpu = cuda::CudaExecutor::Create(**g, o);
-      ASSERT_TRUE(gpu.ok()) << gpu.status();
-      for (const runtime::TensorMap* feeds : {&feeds_a, &feeds_b}) {
-        auto want = (*cpu)->Run(*feeds);
-        ASSERT_TRUE(want.ok()) << want.status();
-        auto got = (*gpu)->Run(*feeds);
-        ASSERT_TRUE(got.ok()) << got.status();
-        ASSERT_EQ(got->size(), 2u);
-        EXPECT_TRUE((*got)[0].BitwiseEquals((*want)[0])) << "dX\n got  " << (*got)[0].DebugString(12) << "\n want "
-                                                          << (*want)[0].DebugString(12);
-        ASSERT_EQ((*got)[1].dtype(), bt);
-        int bad = 0;
-        for (int64_t col = 0; col < s.cols; ++col) {
-          const double w = (*want)[1].GetAsDouble(col), y = (*got)[1].GetAsDouble(col);
-          const double bound = BiasBound((*want)[0], col, bt) + OutputUlp(bt) * std::abs(w);
-          if (!(std::abs(y - w) <= bound) && bad++ < 5) {
-            ADD_FAILURE() << "dB[" << col << "] = " << y << ", CPU " << w << ", bound " << bound;
+      for (Form form : {Form::kPlain, Form::kTransposed, Form::kOnlyTransposed}) {
+        SCOPED_TRACE(absl::StrCat(ir::DTypeName(t), "[", s.rows, ",", s.cols, "] -> ", ir::DTypeName(bt), " form ",
+                                  static_cast<int>(form)));
+        Attrs attrs;
+        if (bt != t) attrs["bias_type"] = ir::Attribute(static_cast<int64_t>(ir::DTypeToOnnx(bt)));
+        Case c("ReluGradBiasGrad", {In(RandomOf(t, {s.rows, s.cols}, seed)), In(RandomOf(t, {s.rows, s.cols}, seed + 1))},
+               attrs, form == Form::kPlain ? 2 : 3, kOttr);
+        if (form == Form::kOnlyTransposed) c.unread_outputs = {0};
+        runtime::TensorMap feeds_a;
+        auto g = BuildGraph(c, &feeds_a);
+        ASSERT_TRUE(g.ok()) << g.status();
+        runtime::TensorMap feeds_b = {{"in0", RandomOf(t, {s.rows, s.cols}, seed + 2)},
+                                      {"in1", RandomOf(t, {s.rows, s.cols}, seed + 3)}};
+        seed += 4;
+        // The CPU reference of the plain form (its dX is the reference of dXT too).
+        Case plain("ReluGradBiasGrad", c.inputs, attrs, 2, kOttr);
+        runtime::TensorMap unused;
+        auto g_plain = BuildGraph(plain, &unused);
+        ASSERT_TRUE(g_plain.ok()) << g_plain.status();
+        auto cpu = runtime::cpu::CpuExecutor::Create(**g_plain);
+        ASSERT_TRUE(cpu.ok()) << cpu.status();
+        cuda::CudaExecutorOptions o;
+        o.tf32 = false;
+        auto gpu = cuda::CudaExecutor::Create(**g, o);
+        ASSERT_TRUE(gpu.ok()) << gpu.status();
+        for (const runtime::TensorMap* feeds : {&feeds_a, &feeds_b}) {
+          auto want = (*cpu)->Run(*feeds);
+          ASSERT_TRUE(want.ok()) << want.status();
+          auto got = (*gpu)->Run(*feeds);
+          ASSERT_TRUE(got.ok()) << got.status();
+          const size_t n_out = form == Form::kPlain ? 2u : form == Form::kTransposed ? 3u : 2u;
+          ASSERT_EQ(got->size(), n_out);
+          const int db_at = form == Form::kOnlyTransposed ? 0 : 1;
+          if (form != Form::kOnlyTransposed) {
+            EXPECT_TRUE((*got)[0].BitwiseEquals((*want)[0])) << "dX\n got  " << (*got)[0].DebugString(12)
+                                                              << "\n want " << (*want)[0].DebugString(12);
           }
+          if (form != Form::kPlain) {
+            const Tensor& dxt = (*got)[db_at + 1];
+            ASSERT_EQ(dxt.dims(), (std::vector<int64_t>{s.cols, s.rows}));
+            int wrong = 0;
+            for (int64_t r = 0; r < s.rows; ++r) {
+              for (int64_t col = 0; col < s.cols; ++col) {
+                const double w = (*want)[0].GetAsDouble(r * s.cols + col), y = dxt.GetAsDouble(col * s.rows + r);
+                if (!(y == w) && wrong++ < 5) ADD_FAILURE() << "dXT[" << col << ", " << r << "] = " << y << ", dX " << w;
+              }
+            }
+            EXPECT_EQ(wrong, 0);
+          }
+          const Tensor& db = (*got)[db_at];
+          ASSERT_EQ(db.dtype(), bt);
+          int bad = 0;
+          for (int64_t col = 0; col < s.cols; ++col) {
+            const double w = (*want)[1].GetAsDouble(col), y = db.GetAsDouble(col);
+            const double u = OutputUlp(bt);
+            const double bound = BiasBound((*want)[0], col, bt) + u * (std::abs(w) + std::abs(y)) / (1 - u);
+            if (!(std::abs(y - w) <= bound) && bad++ < 5) {
+              ADD_FAILURE() << "dB[" << col << "] = " << y << ", CPU " << w << ", bound " << bound;
+            }
+          }
+          EXPECT_EQ(bad, 0);
         }
-        EXPECT_EQ(bad, 0);
       }
     }
   }
