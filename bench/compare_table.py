@@ -48,10 +48,12 @@ for precision in ("tf32", "fp32", "bf16", "fp16"):
             cells.append(f"{p['us_per_step']} ({p['us_per_step'] / us:.2f}x)" if p else "-")
         print(f"| {model} | {us:.1f} | {r['launches_per_step']} | {int(r['peak_bytes']) / 1e6:.0f} |" +
               "".join(f" {c} |" for c in cells))
-    # Models the peers ran but ottr did not (its run failed): the peers' times alone.
+    # Models the peers ran but ottr did not, the peers' times alone: "failed" when ottr ran this
+    # precision for other models, "not run" when it ran none (COMPARE_PRECISIONS left it out).
+    status = "failed" if ottr else "not run"
     for model in sorted(m for m in peers if m not in ottr and any(c in peers[m] for c in cols)):
         cells = [str(peers[model][c]["us_per_step"]) if c in peers[model] else "-" for c in cols]
-        print(f"| {model} | failed | - | - |" + "".join(f" {c} |" for c in cells))
+        print(f"| {model} | {status} | - | - |" + "".join(f" {c} |" for c in cells))
 
 # Fusion before/after (TF32): ottr_unfused.csv holds the same models with --fuse-epilogues off.
 unfused_csv = os.path.join(d, "ottr_unfused.csv")

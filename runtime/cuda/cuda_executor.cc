@@ -5,12 +5,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <string>
 
 #include <nvtx3/nvToolsExt.h>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ir/fused_gemm.h"
 #include "ir/op_registry.h"
 #include "ir/status.h"
 #include "passes/memory_planner.h"
@@ -120,6 +122,41 @@ std::vector<Footprint> Footprints(const std::vector<NodeLaunch>& launches, bool 
   return fp;
 }
 
+// A launch's duration in µs for the stream assignment's finish-time estimates, from a roofline
+// of the H200 class (3 TB/s of the bytes its tensors hold, 300 TFLOP/s of a GEMM's or
+// convolution's multiply-adds) plus 2 µs of launch latency. Only relative sizes matter: a weight
+// gradient GEMM counts for more than a Pad.
+double EstimateMicros(const ir::Node& n) {
+  int64_t bytes = 0;
+  const ir::Value* largest = nullptr;
+  const ir::Value* weight = nullptr;  // the smallest tensor of rank >= 3 (a convolution's filter)
+  std::vector<const ir::Value*> values(n.inputs().begin(), n.inputs().end());
+  values.insert(values.end(), n.outputs().begin(), n.outputs().end());
+  for (const ir::Value* v : values) {
+    if (v == nullptr || !v->type().is_static()) continue;
+    const int64_t b = Bytes(v->type());
+    bytes += b;
+    if (largest == nullptr || b > Bytes(largest->type())) largest = v;
+    if (v->type().rank() >= 3 && (weight == nullptr || b < Bytes(weight->type()))) weight = v;
+  }
+  double macs = 0;
+  const std::string& op = n.op_type();
+  const ir::Value* a = n.input(0);
+  const ir::Value* out = n.output(0);
+  if ((op == "Gemm" || op == "MatMul" || op == ir::kFusedGemmOp) && a != nullptr && out != nullptr &&
+      a->type().is_static() && out->type().is_static() && out->type().rank() >= 1) {
+    const std::vector<int64_t> od = ir::StaticDims(*out->type().shape);
+    const int64_t m = ir::NumElements(od) / std::max<int64_t>(od.back(), 1);
+    const double k = static_cast<double>(ir::NumElements(ir::StaticDims(*a->type().shape))) / std::max<int64_t>(m, 1);
+    macs = static_cast<double>(ir::NumElements(od)) * k;
+  } else if (op.find("Conv") != std::string::npos && weight != nullptr && largest != nullptr) {
+    const std::vector<int64_t> wd = ir::StaticDims(*weight->type().shape);
+    macs = static_cast<double>(ir::NumElements(ir::StaticDims(*largest->type().shape))) *
+           static_cast<double>(ir::NumElements(wd) / std::max<int64_t>(wd[0], 1));
+  }
+  return std::max(static_cast<double>(bytes) / 3e6, 2 * macs / 3e8) + 2.0;
+}
+
 // Spreads `launches` over `num_streams` streams, in two passes.
 //  1. Streams, from the dependencies through data and arena reuse (workspaces left out): a
 //     launch follows the latest launch it depends on when that launch is the last on its stream
@@ -159,6 +196,14 @@ int AssignStreams(std::vector<NodeLaunch>& launches, int num_streams, char* stre
   {
     const std::vector<Footprint> fp = Footprints(launches, /*with_workspace=*/false);
     std::vector<int> tail(num_streams, -1);
+    // finish[i]: when launch i is expected to end (µs, EstimateMicros): after its dependencies and
+    // the launches before it on its stream. A stream whose tail finishes sooner frees up sooner.
+    std::vector<double> finish(launches.size(), 0.0);
+    static const bool by_order = [] {
+      const char* e = std::getenv("OTTR_STREAM_PICK");
+      return e != nullptr && std::string(e) == "order";
+    }();
+    auto tail_finish = [&](int s) { return tail[s] < 0 ? 0.0 : finish[tail[s]]; };
     for (size_t oi = 0; oi < order.size(); ++oi) {
       const int i = order[oi];
       const std::vector<int> dep = latest_deps(fp, oi);
@@ -167,17 +212,29 @@ int AssignStreams(std::vector<NodeLaunch>& launches, int num_streams, char* stre
         if (dep[s] >= 0 && dep[s] == tail[s] && (chosen < 0 || tail[s] > tail[chosen])) chosen = s;
       }
       if (chosen < 0) {
+        // No stream ends with a dependency: the one whose tail is expected to finish first (then
+        // the earliest in the order). The position in the order alone put the small MLP's second
+        // weight gradient behind the next layer's ReLU backward instead of beside it.
         chosen = 0;
         for (int s = 1; s < num_streams; ++s) {
-          if (tail[s] < tail[chosen]) chosen = s;
+          const bool earlier = by_order ? tail[s] < tail[chosen]
+                                        : tail_finish(s) < tail_finish(chosen) ||
+                                              (tail_finish(s) == tail_finish(chosen) && tail[s] < tail[chosen]);
+          if (earlier) chosen = s;
         }
       }
       if (launches[i].op.workspace_bytes > stream_workspace) chosen = 0;
       launches[i].stream = chosen;
+      finish[i] = tail_finish(chosen);
+      for (int s = 0; s < num_streams; ++s) {
+        if (dep[s] >= 0) finish[i] = std::max(finish[i], finish[dep[s]]);
+      }
+      finish[i] += EstimateMicros(*launches[i].node);
       tail[chosen] = i;
       if (std::getenv("OTTR_LOG_STREAMS") != nullptr) {
-        std::fprintf(stderr, "launch %d %s '%s' depends on [%s]\n", i, launches[i].node->op_type().c_str(),
-                     launches[i].node->origin().c_str(), absl::StrJoin(dep, ",").c_str());
+        std::fprintf(stderr, "launch %d %s '%s' depends on [%s], stream %d, finish %.1f\n", i,
+                     launches[i].node->op_type().c_str(), launches[i].node->origin().c_str(),
+                     absl::StrJoin(dep, ",").c_str(), chosen, finish[i]);
       }
     }
   }

@@ -34,7 +34,10 @@ struct CudaExecutorOptions {
   // launch waits, through events, only for the earlier launches it depends on: it reads what they
   // write, or writes arena bytes they read or write (the planner's reuse of memory included).
   // Independent branches (a layer's weight gradient beside the next data gradient) then overlap
-  // inside the captured graph. The side streams run at low priority. OTTR_STREAMS=N overrides.
+  // inside the captured graph. The side streams run at low priority. A launch continues the
+  // stream of its latest dependency when that is the stream's last launch, else goes to the
+  // stream expected to be free first (a roofline estimate of each launch's time; env
+  // OTTR_STREAM_PICK=order: the earliest last launch in the schedule). OTTR_STREAMS=N overrides.
   int streams = 2;
 };
 
