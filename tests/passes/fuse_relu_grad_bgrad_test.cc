@@ -23,6 +23,7 @@
 #include "passes/fusion_passes.h"
 #include "passes/memory_planner.h"
 #include "passes/training.h"
+#include "runtime/cpu/cpu_executor.h"
 #include "runtime/tensor_compare.h"
 #include "tests/passes/pass_test_util.h"
 #include "tests/test_util.h"
@@ -214,6 +215,53 @@ TEST(ReluGradBiasGradOpTest, ShapeInferenceRejectsBadOperands) {
     absl::Status s = ir::InferGraphShapes(ir::OpRegistry::Global(), **g);
     EXPECT_FALSE(s.ok()) << c.node;
     EXPECT_TRUE(absl::StrContains(s.message(), c.error)) << s;
+  }
+}
+
+// The optional third output dXT (kmajor-gemm-operands' K-major operand): shape inference gives
+// it [cols, rows], and the CPU kernel writes dX transposed, bit for bit, beside the same dX and dB
+// as the two-output node (random inputs, float32 and bf16, a non-square shape).
+TEST(ReluGradBiasGradOpTest, ThirdOutputIsDxTransposed) {
+  for (const char* t : {"f32", "bf16"}) {
+    SCOPED_TRACE(t);
+    const std::string text = absl::StrCat(R"(graph "g" {
+  opset ai.onnx 17
+  input %dy : )", t, R"([37,20]
+  input %y : )", t, R"([37,20]
+  %dx : )", t, R"([37,20], %db : )", t, R"([20], %dxt : )", t, R"([20,37] = ottr::ReluGradBiasGrad(%dy, %y) origin "relu/grad"
+  %dx2 : )", t, R"([37,20], %db2 : )", t, R"([20] = ottr::ReluGradBiasGrad(%dy, %y) origin "relu/grad2"
+  output %dx
+  output %db
+  output %dxt
+  output %dx2
+  output %db2
+})");
+    auto g = ir::ParseGraph(text);
+    ASSERT_TRUE(g.ok()) << g.status();
+    ASSERT_TRUE(ir::InferGraphShapes(ir::OpRegistry::Global(), **g).ok());
+    EXPECT_EQ((*g)->FindValue("dxt")->type().ToString(), absl::StrCat(t, "[20,37]"));
+    auto e = runtime::cpu::CpuExecutor::Create(**g);
+    ASSERT_TRUE(e.ok()) << e.status();
+    const bool bf16 = std::string(t) == "bf16";
+    runtime::TensorMap feeds;
+    feeds["dy"] = bf16 ? testing::RandomBFloat16({37, 20}, 11) : testing::RandomFloat({37, 20}, 11);
+    feeds["y"] = bf16 ? testing::RandomBFloat16({37, 20}, 12) : testing::RandomFloat({37, 20}, 12);
+    auto out = (*e)->Run(feeds);
+    ASSERT_TRUE(out.ok()) << out.status();
+    const ir::Tensor &dx = (*out)[0], &dxt = (*out)[2];
+    EXPECT_TRUE(dx.BitwiseEquals((*out)[3]));
+    EXPECT_TRUE((*out)[1].BitwiseEquals((*out)[4]));
+    int zeros = 0, wrong = 0;
+    for (int64_t r = 0; r < 37; ++r) {
+      for (int64_t c = 0; c < 20; ++c) {
+        const double v = dx.GetAsDouble(r * 20 + c);
+        zeros += v == 0;
+        wrong += !(dxt.GetAsDouble(c * 37 + r) == v);
+      }
+    }
+    EXPECT_EQ(wrong, 0);
+    EXPECT_GT(zeros, 0);        // the ReLU mask cleared some elements...
+    EXPECT_LT(zeros, 37 * 20);  // ...and kept others
   }
 }
 
