@@ -34,14 +34,15 @@
 //   after:   %dz, %db, %dz.kmajor : f32[4096,4096] = ottr::ReluGradBiasGrad(%g, %a)   (dz unread)
 //            %dW : f32[4096,4096] = Gemm(%dz.kmajor, %x) {transA = 0}
 //
-// H200, MLP 4096x4 TF32 (same call): 4693.4 -> 4668.0 µs, 38 -> 37 launches (the first layer's
-// Transpose of x gone). The fold is kept to the GEMMs the size rule above takes: on the small
-// MLP at batch 8192 (512 x 784 x 8192, below 2^20 outputs) the one-K-major GEMM cuBLASLt then
-// chose was slower in the step (a 60-block kernel, 50.9 µs after the transposed ReLU backward,
-// against 77 µs for the sm80 kernel beside the other weight gradient: 234.1 against 229.9 µs);
-// with x transposed too (both operands K-major, 31-32 µs) the Transpose of x (19-25 µs) landed
-// on the chain: 229.8-236.4 against 219.4-229.9; and folding the next layer's dY too (ReLU
-// backward writing dX and dXT) with its activation transposed, 251-261 µs.
+// H200, MLP 4096x4 TF32: 38 -> 37 launches (the first layer's Transpose of x gone), 4693.4 ->
+// 4668.0 µs in one A/B, 4672-4697 in later calls (about the noise). The fold is kept to the GEMMs
+// the size rule above takes: on the small MLP at batch 8192 (512 x 784 x 8192, below 2^20
+// outputs) the one-K-major GEMM cuBLASLt then chose was slower in the step (a 60-block kernel,
+// 50.9 µs after the transposed ReLU backward, against 77 µs for the sm80 kernel beside the other
+// weight gradient: 234.1 against 229.9 µs); with x transposed too (both operands K-major, 31-32
+// µs) the Transpose of x (19-25 µs) landed on the chain: 229.8-236.4 against 219.4-229.9; and
+// folding the next layer's dY too (ReLU backward writing dX and dXT) with its activation
+// transposed, 251-261 µs.
 //
 // A data gradient dX = dY·W (transA = transB = 0) has one MN-major operand, the weight W [out, in]
 // (k = out is its slow axis). cuBLASLt has fast kernels for that at 4096³ (316 µs against 311 for
