@@ -61,6 +61,9 @@
 // The training pipeline runs the pass after the GEMM fusion passes, only for TF32 steps on the GPU
 // (TrainingSpec::kmajor_gemm_operands); the CPU GEMM packs its operands either way.
 #include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -165,8 +168,7 @@ Node* FoldableReluGrad(const Value* v) {
       v->type().dtype != DType::kFloat32) {
     return nullptr;
   }
-  if (p->graph()->IsGraphOutput(v) || v->uses().size() != 1) return nullptr;
-  return p;
+  return fusion::SoleUser(v) != nullptr ? p : nullptr;
 }
 
 std::optional<Plan> Match(Node* n, const Depths& depths, std::string* why) {
@@ -257,26 +259,29 @@ class KMajorGemmOperandsPass : public Pass {
     return t;
   }
 
-  // relu's dX transposed by relu itself: it becomes a ReluGradBiasGrad with the third output.
-  absl::StatusOr<Value*> FoldedTransposeOf(ir::Graph& g, Node* relu) {
-    Value* dx = relu->output(0);
-    ir::NodeSpec spec;
-    spec.op_type = relu->op_type();
-    spec.domain = relu->domain();
-    spec.origin = relu->origin();
-    spec.attrs = relu->attrs();
-    spec.inputs = relu->inputs();
-    for (int i = 0; i < relu->num_outputs(); ++i) spec.output_names.push_back(g.UniqueName(relu->output(i)->name() + ".t"));
-    spec.output_names.push_back(g.UniqueName(dx->name() + ".kmajor"));
+  // Replaces n by a node of its op and origin with `attrs` and `inputs`, and `extra_outputs`
+  // after n's outputs, which keep their names, readers and depths; n is erased.
+  absl::StatusOr<Node*> Replace(ir::Graph& g, Node* n, std::map<std::string, ir::Attribute> attrs,
+                                std::vector<Value*> inputs, const std::vector<std::string>& extra_outputs) {
+    ir::NodeSpec spec{n->op_type(), n->domain(), std::move(inputs), {}, std::move(attrs), n->origin()};
+    for (const Value* v : n->outputs()) spec.output_names.push_back(g.UniqueName(v->name() + ".kmajor"));
+    for (const std::string& name : extra_outputs) spec.output_names.push_back(g.UniqueName(name));
     OTTR_ASSIGN_OR_RETURN(Node * r, fusion::AddInferred(g, std::move(spec)));
     fusion::Renames renames;
-    for (int i = 0; i < relu->num_outputs(); ++i) {
-      depths_[r->output(i)] = DepthOf(depths_, relu->output(i));
-      renames.Replace(g, relu->output(i), r->output(i));
+    for (int i = 0; i < n->num_outputs(); ++i) {
+      depths_[r->output(i)] = DepthOf(depths_, n->output(i));  // a later GEMM may read it
+      renames.Replace(g, n->output(i), r->output(i));
     }
-    depths_[r->output(2)] = DepthOf(depths_, dx);
-    OTTR_RETURN_IF_ERROR(fusion::EraseDead(g, {relu}));
+    OTTR_RETURN_IF_ERROR(fusion::EraseDead(g, {n}));
     renames.Apply(g);
+    return r;
+  }
+
+  // relu's dX transposed by relu itself: it becomes a ReluGradBiasGrad with the third output.
+  absl::StatusOr<Value*> FoldedTransposeOf(ir::Graph& g, Node* relu) {
+    const int depth = DepthOf(depths_, relu->output(0));
+    OTTR_ASSIGN_OR_RETURN(Node * r, Replace(g, relu, relu->attrs(), relu->inputs(), {relu->output(0)->name() + ".kmajor"}));
+    depths_[r->output(2)] = depth;
     transposed_[r->output(0)] = r->output(2);
     return r->output(2);
   }
@@ -284,30 +289,18 @@ class KMajorGemmOperandsPass : public Pass {
   absl::Status Rewrite(ir::Graph& g, const Plan& p) {
     Node* n = p.gemm;
     const std::string operand_name = n->input(p.operand)->name();
+    const std::string what = n->Describe();
     Value* t = nullptr;
     if (p.relu_grad != nullptr) {
       OTTR_ASSIGN_OR_RETURN(t, FoldedTransposeOf(g, p.relu_grad));
     } else {
       OTTR_ASSIGN_OR_RETURN(t, TransposeOf(g, n->input(p.operand), n));
     }
-    ir::NodeSpec spec;
-    spec.op_type = n->op_type();
-    spec.domain = n->domain();
-    spec.origin = n->origin();
-    spec.attrs = n->attrs();
-    const char* flag = p.operand == 0 ? "transA" : "transB";
-    spec.attrs[flag] = ir::Attribute(int64_t{p.operand == 0 ? 0 : 1});
-    for (int i = 0; i < n->num_inputs(); ++i) spec.inputs.push_back(i == p.operand ? t : n->input(i));
-    for (int i = 0; i < n->num_outputs(); ++i) spec.output_names.push_back(g.UniqueName(n->output(i)->name() + ".kmajor"));
-    OTTR_ASSIGN_OR_RETURN(Node * r, fusion::AddInferred(g, std::move(spec)));
-    const std::string what = n->Describe();
-    fusion::Renames renames;
-    for (int i = 0; i < n->num_outputs(); ++i) {
-      depths_[r->output(i)] = DepthOf(depths_, n->output(i));  // a later GEMM may read the product
-      renames.Replace(g, n->output(i), r->output(i));
-    }
-    OTTR_RETURN_IF_ERROR(fusion::EraseDead(g, {n}));
-    renames.Apply(g);
+    std::map<std::string, ir::Attribute> attrs = n->attrs();
+    attrs[p.operand == 0 ? "transA" : "transB"] = ir::Attribute(int64_t{p.operand == 0 ? 0 : 1});
+    std::vector<Value*> inputs = n->inputs();
+    inputs[p.operand] = t;
+    OTTR_RETURN_IF_ERROR(Replace(g, n, std::move(attrs), std::move(inputs), {}).status());
     fusion::Remark(remarks(), kName,
                    absl::StrCat("transposed ", p.operand == 0 ? "A" : "B", " (", operand_name, ") of ", what,
                                 p.relu_grad != nullptr ? " in its ReLU backward (ReluGradBiasGrad writes dXT)" : "",
