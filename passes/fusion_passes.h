@@ -78,6 +78,11 @@ inline constexpr int64_t kPadGemmDefaultMinRows = 512;
 std::unique_ptr<Pass> CreatePadGemmDimsPass(double min_macs = kPadGemmDefaultMinMacs,
                                             int64_t min_rows = kPadGemmDefaultMinRows, bool float32 = false);
 
+// passes/split_optimizer_updates.cc: an unguarded ottr::AdamUpdateN / SGDUpdateN becomes two, the
+// parameters whose gradients are made deepest in the step on their own, so the others' update runs
+// beside the last weight gradients instead of after them (same numbers, one more launch).
+std::unique_ptr<Pass> CreateSplitOptimizerUpdatesPass();
+
 }  // namespace ottr::passes
 
 #endif  // OTTR_PASSES_FUSION_PASSES_H_

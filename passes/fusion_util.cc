@@ -1,5 +1,7 @@
 #include "passes/fusion_util.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "ir/op_registry.h"
 #include "ir/status.h"
@@ -152,6 +154,27 @@ absl::Status EraseDead(ir::Graph& g, const std::vector<ir::Node*>& nodes) {
     }
   }
   return absl::OkStatus();
+}
+
+Depths ValueDepths(const std::vector<ir::Node*>& topo_order) {
+  Depths depth;
+  for (const ir::Node* n : topo_order) {
+    int d = 0;
+    for (const ir::Value* in : n->inputs()) {
+      if (in == nullptr) continue;
+      auto it = depth.find(in);
+      d = std::max(d, (it == depth.end() ? 0 : it->second) + 1);
+    }
+    for (const ir::Value* out : n->outputs()) {
+      if (out != nullptr) depth[out] = d;
+    }
+  }
+  return depth;
+}
+
+int DepthOf(const Depths& depths, const ir::Value* v) {
+  auto it = depths.find(v);
+  return it == depths.end() ? 0 : it->second;
 }
 
 }  // namespace ottr::passes::fusion

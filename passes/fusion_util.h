@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -79,6 +80,12 @@ std::optional<BiasGradMatch> MatchBiasGrad(ir::Node* s, int* axis, std::string* 
 bool AppendCastTo(BiasGradMatch& m, ir::DType to);
 // The first bias gradient of `d` over `axis` among its readers.
 std::optional<BiasGradMatch> FindBiasGrad(const ir::Value* d, int axis);
+
+// How far from the step's inputs each value is made, in nodes: 0 for inputs and initializers
+// (absent from the map), else one more than the deepest input of its producer.
+using Depths = absl::flat_hash_map<const ir::Value*, int>;
+Depths ValueDepths(const std::vector<ir::Node*>& topo_order);
+int DepthOf(const Depths& depths, const ir::Value* v);
 
 // Adds `spec`, infers its shapes (with the values of Constant-node inputs) and returns it.
 absl::StatusOr<ir::Node*> AddInferred(ir::Graph& g, ir::NodeSpec spec);

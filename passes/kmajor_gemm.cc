@@ -95,30 +95,6 @@ struct Plan {
   Node* relu_grad = nullptr;  // the operand's producer, a ReluGradBiasGrad that writes it transposed
 };
 
-// How far from the step's inputs each value is made: 0 for inputs and initializers (absent from
-// the map), else one more than the deepest input of its producer.
-using Depths = absl::flat_hash_map<const Value*, int>;
-Depths ValueDepths(const std::vector<Node*>& topo_order) {
-  Depths depth;
-  for (const Node* n : topo_order) {
-    int d = 0;
-    for (const Value* in : n->inputs()) {
-      if (in == nullptr) continue;
-      auto it = depth.find(in);
-      d = std::max(d, (it == depth.end() ? 0 : it->second) + 1);
-    }
-    for (const Value* out : n->outputs()) {
-      if (out != nullptr) depth[out] = d;
-    }
-  }
-  return depth;
-}
-
-int DepthOf(const Depths& depths, const Value* v) {
-  auto it = depths.find(v);
-  return it == depths.end() ? 0 : it->second;
-}
-
 // The dims of A and B when both are static float32 matrices (TF32 candidates); else nullopt and
 // the reason.
 std::optional<std::pair<std::vector<int64_t>, std::vector<int64_t>>> FloatMatrices(const Node* n, std::string* why) {
@@ -171,7 +147,7 @@ Node* FoldableReluGrad(const Value* v) {
   return fusion::SoleUser(v) != nullptr ? p : nullptr;
 }
 
-std::optional<Plan> Match(Node* n, const Depths& depths, std::string* why) {
+std::optional<Plan> Match(Node* n, const fusion::Depths& depths, std::string* why) {
   const bool gemm = fusion::IsOnnx(n, "Gemm");
   const std::optional<ir::FusedEpilogue> e = fusion::FusedEpilogueOf(n);
   if (!gemm && !e) return std::nullopt;
@@ -212,7 +188,7 @@ std::optional<Plan> Match(Node* n, const Depths& depths, std::string* why) {
     // The operand that exists earlier in the step (a graph input or a forward activation rather
     // than a gradient) is transposed: its Transpose can run beside earlier work instead of
     // between the gradient's producer and this GEMM. On a tie, the smaller one.
-    const int da = DepthOf(depths, n->input(0)), db = DepthOf(depths, n->input(1));
+    const int da = fusion::DepthOf(depths, n->input(0)), db = fusion::DepthOf(depths, n->input(1));
     p.operand = da != db ? (db < da ? 1 : 0) : (nn < m ? 1 : 0);
     p.either = true;
   }
@@ -226,7 +202,7 @@ class KMajorGemmOperandsPass : public Pass {
   absl::StatusOr<bool> Run(ir::Graph& g) override {
     transposed_.clear();
     OTTR_ASSIGN_OR_RETURN(std::vector<Node*> order, g.TopoOrder());
-    depths_ = ValueDepths(order);
+    depths_ = fusion::ValueDepths(order);
     bool changed = false;
     for (Node* n : order) {
       std::string why;
@@ -269,7 +245,7 @@ class KMajorGemmOperandsPass : public Pass {
     OTTR_ASSIGN_OR_RETURN(Node * r, fusion::AddInferred(g, std::move(spec)));
     fusion::Renames renames;
     for (int i = 0; i < n->num_outputs(); ++i) {
-      depths_[r->output(i)] = DepthOf(depths_, n->output(i));  // a later GEMM may read it
+      depths_[r->output(i)] = fusion::DepthOf(depths_, n->output(i));  // a later GEMM may read it
       renames.Replace(g, n->output(i), r->output(i));
     }
     OTTR_RETURN_IF_ERROR(fusion::EraseDead(g, {n}));
@@ -279,7 +255,7 @@ class KMajorGemmOperandsPass : public Pass {
 
   // relu's dX transposed by relu itself: it becomes a ReluGradBiasGrad with the third output.
   absl::StatusOr<Value*> FoldedTransposeOf(ir::Graph& g, Node* relu) {
-    const int depth = DepthOf(depths_, relu->output(0));
+    const int depth = fusion::DepthOf(depths_, relu->output(0));
     OTTR_ASSIGN_OR_RETURN(Node * r, Replace(g, relu, relu->attrs(), relu->inputs(), {relu->output(0)->name() + ".kmajor"}));
     depths_[r->output(2)] = depth;
     transposed_[r->output(0)] = r->output(2);
@@ -310,7 +286,7 @@ class KMajorGemmOperandsPass : public Pass {
   }
 
   absl::flat_hash_map<Value*, Value*> transposed_;
-  Depths depths_;
+  fusion::Depths depths_;
 };
 
 }  // namespace

@@ -535,6 +535,8 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
     pm.Add(CreateFuseConvActivationPass());
     pm.Add(CreateFuseMaxPoolReluGradPass());
   }
+  // After the passes that decide which node makes each gradient; declines guarded updates.
+  if (spec.multi_tensor_updates) pm.Add(CreateSplitOptimizerUpdatesPass());
   if (spec.optimizer_low_copies && (spec.precision == Precision::kBf16 || spec.precision == Precision::kFp16)) {
     pm.Add(CreateOptimizerLowCopiesPass());
   }

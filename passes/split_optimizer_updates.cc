@@ -1,0 +1,117 @@
+// "split-optimizer-updates": the grouped optimizer update (group-optimizer-updates) waits for every
+// gradient, so the whole multi-tensor launch sits at the end of the backward's critical path, after
+// the first layer's weight gradient, which is made last. This pass takes the parameters whose
+// gradients are made deepest in the step (the longest chain of nodes from the step's inputs) out
+// into an update of their own; the other parameters' update then depends only on gradients made
+// earlier and an executor with two streams runs it beside the last weight-gradient GEMMs:
+//
+//   before:  %w0.new, %w1.new, %w0.m.new, %w1.m.new, ... = ottr::AdamUpdateN(%lr, %s, %w0, %w1,
+//                %w0.grad, %w1.grad, %w0.m, %w1.m, %w0.v, %w1.v)        (w0.grad made last)
+//   after:   %w1.new, %w1.m.new, %w1.v.new = ottr::AdamUpdateN(%lr, %s, %w1, %w1.grad, %w1.m, %w1.v)
+//            %w0.new, %w0.m.new, %w0.v.new = ottr::AdamUpdateN(%lr, %s, %w0, %w0.grad, %w0.m, %w0.v)
+//
+// Every element is updated by the same arithmetic as before (the updates are elementwise), so
+// the step's numbers do not change; the values keep their names. The cost is one more launch.
+//
+// Declines a guarded update (nan-guard, loss scaling): the guard is the finiteness of every
+// gradient, so both halves would wait for the last one anyway, and a half may not go ahead
+// alone (a skipped step leaves every parameter as it was). Runs after the fusion passes, which
+// decide which node makes each gradient, and before optimizer-low-copies.
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "ir/optimizer_update.h"
+#include "ir/status.h"
+#include "passes/fusion_passes.h"
+#include "passes/fusion_util.h"
+
+namespace ottr::passes {
+namespace {
+
+using ir::Node;
+using ir::Value;
+
+constexpr char kName[] = "split-optimizer-updates";
+
+class SplitOptimizerUpdatesPass : public Pass {
+ public:
+  absl::string_view name() const override { return kName; }
+
+  absl::StatusOr<bool> Run(ir::Graph& g) override {
+    std::vector<Node*> updates;
+    for (Node* n : g.nodes()) {
+      if (fusion::IsOttr(n, "AdamUpdateN") || fusion::IsOttr(n, "SGDUpdateN")) updates.push_back(n);
+    }
+    if (updates.empty()) return false;
+    OTTR_ASSIGN_OR_RETURN(std::vector<Node*> order, g.TopoOrder());
+    const fusion::Depths depths = fusion::ValueDepths(order);
+    bool changed = false;
+    for (Node* u : updates) {
+      OTTR_ASSIGN_OR_RETURN(bool c, Split(g, u, depths));
+      changed |= c;
+    }
+    return changed;
+  }
+
+ private:
+  absl::StatusOr<bool> Split(ir::Graph& g, Node* u, const fusion::Depths& depths) {
+    const ir::UpdateNLayout l = ir::UpdateNLayoutOf(*u);
+    if (!l.valid) return false;
+    auto decline = [&](const std::string& why) {
+      fusion::Remark(remarks(), kName, absl::StrCat("kept ", u->Describe(), " whole: ", why));
+      return false;
+    };
+    if (l.guard >= 0 || l.grad_scale >= 0) {
+      return decline("it is guarded (every gradient's finiteness decides the whole step)");
+    }
+    if (!l.low_copies.empty()) return decline("it writes low-precision copies");
+    std::vector<int> depth(l.n);
+    for (int k = 0; k < l.n; ++k) depth[k] = fusion::DepthOf(depths, u->input(2 + l.n + k));
+    const int last = *std::max_element(depth.begin(), depth.end());
+    std::vector<int> early, tail;
+    for (int k = 0; k < l.n; ++k) (depth[k] == last ? tail : early).push_back(k);
+    if (early.empty()) {
+      return decline(absl::StrCat("every gradient is made at the same depth (", last, ")"));
+    }
+    // Per group: (lr, step, params, grads, each state's tensors), outputs in the same order.
+    const int outs_per = 1 + l.states;
+    auto make = [&](const std::vector<int>& ks) -> absl::StatusOr<Node*> {
+      ir::NodeSpec spec;
+      spec.op_type = u->op_type();
+      spec.domain = u->domain();
+      spec.origin = u->origin();
+      spec.attrs = u->attrs();
+      spec.inputs = {u->input(0), u->input(1)};
+      for (int part = 0; part < 2 + l.states; ++part) {
+        for (int k : ks) spec.inputs.push_back(u->input(2 + part * l.n + k));
+      }
+      for (int o = 0; o < outs_per; ++o) {
+        for (int k : ks) spec.output_names.push_back(g.UniqueName(u->output(o * l.n + k)->name()));
+      }
+      return fusion::AddInferred(g, std::move(spec));
+    };
+    fusion::Renames renames;
+    for (const std::vector<int>* ks : {&early, &tail}) {
+      OTTR_ASSIGN_OR_RETURN(Node * r, make(*ks));
+      const int m = static_cast<int>(ks->size());
+      for (int o = 0; o < outs_per; ++o) {
+        for (int j = 0; j < m; ++j) renames.Replace(g, u->output(o * l.n + (*ks)[j]), r->output(o * m + j));
+      }
+    }
+    std::string names;
+    for (int k : tail) absl::StrAppend(&names, names.empty() ? "" : ", ", u->input(2 + k)->name());
+    fusion::Remark(remarks(), kName,
+                   absl::StrCat("split ", u->Describe(), ": ", names, " (gradients at depth ", last,
+                                ") updated after the other ", early.size(), " parameters"));
+    OTTR_RETURN_IF_ERROR(fusion::EraseDead(g, {u}));
+    renames.Apply(g);
+    return true;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> CreateSplitOptimizerUpdatesPass() { return std::make_unique<SplitOptimizerUpdatesPass>(); }
+
+}  // namespace ottr::passes
