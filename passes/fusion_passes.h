@@ -80,7 +80,8 @@ std::unique_ptr<Pass> CreatePadGemmDimsPass(double min_macs = kPadGemmDefaultMin
 
 // passes/split_optimizer_updates.cc: an unguarded ottr::AdamUpdateN / SGDUpdateN becomes two, the
 // parameters whose gradients are made deepest in the step on their own, so the others' update runs
-// beside the last weight gradients instead of after them (same numbers, one more launch).
+// beside the last weight gradients instead of after them (same numbers, one more launch); not
+// when those parameters hold less than a fifth of the elements.
 std::unique_ptr<Pass> CreateSplitOptimizerUpdatesPass();
 
 }  // namespace ottr::passes

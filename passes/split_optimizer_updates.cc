@@ -13,7 +13,9 @@
 // Every element is updated by the same arithmetic as before (the updates are elementwise), so
 // the step's numbers do not change; the values keep their names. The cost is one more launch.
 //
-// Declines a guarded update (nan-guard, loss scaling): the guard is the finiteness of every
+// Declines an update whose deepest gradients' parameters hold less than a fifth of its elements
+// (kMinTailShare: the rest would still wait for the gradients made just before the last) and a
+// guarded update (nan-guard, loss scaling): the guard is the finiteness of every
 // gradient, so both halves would wait for the last one anyway, and a half may not go ahead
 // alone (a skipped step leaves every parameter as it was). Runs after the fusion passes, which
 // decide which node makes each gradient, and before optimizer-low-copies.
@@ -33,6 +35,15 @@ using ir::Node;
 using ir::Value;
 
 constexpr char kName[] = "split-optimizer-updates";
+
+// The least share of the update's elements the deepest gradients' parameters must hold. Below it
+// the other half is nearly the whole update and still runs after the gradients made just before
+// the last, so the split only adds a launch: on the H200 the CNN (the first convolution's 288
+// weights last, of 1.2 M) ran 251.7, 252.8 µs split against 250.4, 249.6 whole at batch 128,
+// while the small MLP (the first layer's 401 k of 670 k weights) ran 49.7, 48.5 against 50.2, 49.8
+// at batch 128, 209.9, 209.0 against 210.5, 210.4 at 8192, and the MLP 4096x4 (16.8 M of 71.2 M,
+// 24%) 4719.7, 4727.0 against 4732.0, 4733.1 (bench/RESULTS.md 2026-12-03 (5)).
+constexpr double kMinTailShare = 0.2;
 
 class SplitOptimizerUpdatesPass : public Pass {
  public:
@@ -73,6 +84,24 @@ class SplitOptimizerUpdatesPass : public Pass {
     for (int k = 0; k < l.n; ++k) (depth[k] == last ? tail : early).push_back(k);
     if (early.empty()) {
       return decline(absl::StrCat("every gradient is made at the same depth (", last, ")"));
+    }
+    // The elements each half updates (shapes are static in a planned step; a dynamic one skips
+    // the test).
+    bool known = true;
+    auto elements = [&](const std::vector<int>& ks) {
+      int64_t total = 0;
+      for (int k : ks) {
+        const ir::TensorType& t = u->input(2 + k)->type();
+        known &= t.is_static();
+        if (t.is_static()) total += ir::NumElements(ir::StaticDims(*t.shape));
+      }
+      return total;
+    };
+    const int64_t tail_elems = elements(tail), all_elems = tail_elems + elements(early);
+    if (known && static_cast<double>(tail_elems) < kMinTailShare * static_cast<double>(all_elems)) {
+      return decline(absl::StrCat("the deepest gradients' parameters hold ", tail_elems, " of ", all_elems,
+                                  " elements (less than ", kMinTailShare,
+                                  "): the other update would still wait for the gradients made just before"));
     }
     // Per group: (lr, step, params, grads, each state's tensors), outputs in the same order.
     const int outs_per = 1 + l.states;

@@ -127,6 +127,27 @@ TEST(SplitOptimizerUpdatesTest, KeepsGradientsOfOneDepthTogether) {
   EXPECT_TRUE(absl::StrContains(r.remarks, "every gradient is made at the same depth (1)")) << r.remarks;
 }
 
+// The deepest gradient's parameter holds 2 of 14 elements (less than a fifth): kept whole.
+TEST(SplitOptimizerUpdatesTest, KeepsAnUpdateWhoseDeepestPartIsSmall) {
+  PassRun r = RunSplit(R"(graph "g" {
+  opset ai.onnx 17
+  input %lr : f32[]
+  input %s : i64[]
+  input %w0 : f32[4,3]
+  input %w1 : f32[2]
+  %t : f32[2] = Mul(%w1, %w1) origin "a"
+  %g1 : f32[2] = Add(%t, %w1) origin "b"
+  %g0 : f32[4,3] = Neg(%w0) origin "c"
+  %w0.new : f32[4,3], %w1.new : f32[2] = ottr::SGDUpdateN(%lr, %s, %w0, %w1, %g0, %g1) {dampening = 0.0, momentum = 0.0, nesterov = 0, weight_decay = 0.0} origin "opt"
+  output %w0.new
+  output %w1.new
+})");
+  ASSERT_TRUE(r.after);
+  EXPECT_FALSE(r.changed);
+  EXPECT_EQ(IrBody(*r.after), IrBody(*r.before));
+  EXPECT_TRUE(absl::StrContains(r.remarks, "parameters hold 2 of 14 elements (less than 0.2)")) << r.remarks;
+}
+
 // Whole steps of the bundled MLP with the grouped update, with and without the split: two update
 // nodes instead of one, the first layer's weight updated last, every update in place, and three
 // steps giving the same loss and state bits on the CPU reference.

@@ -226,45 +226,74 @@ __device__ void ProcessChunk(const MultiTensorEntry& e, int64_t begin, int64_t e
   const bool vec = Aligned(g, kBytes) && Aligned(p, kBytes) && Aligned(po, kBytes) && Aligned(s_in[0], kBytes) &&
                    Aligned(s_in[1], kBytes) && Aligned(s_out[0], kBytes) && Aligned(s_out[1], kBytes) &&
                    Aligned(e.low_out, 8);
-  for (int64_t i0 = begin + static_cast<int64_t>(threadIdx.x) * kVec; i0 < end; i0 += static_cast<int64_t>(blockDim.x) * kVec) {
-    if (vec && i0 + kVec <= end) {
-      Vec<T, kVec> xv = *reinterpret_cast<const Vec<T, kVec>*>(p + i0);
-      const Vec<T, kVec> gv = *reinterpret_cast<const Vec<T, kVec>*>(g + i0);
-      Vec<T, kVec> sv[Elem::kStates];
+  // A thread's vectors two at a time: both vectors' loads are issued before either is used, so a
+  // chunk of 2048 elements costs a thread one memory round trip instead of two (the update is
+  // latency bound at these sizes: Nsight Compute at batch 128, bench/RESULTS.md 2026-12-02 (4)).
+  // The two vectors are different elements, so in-place outputs stay safe.
+  struct Loaded {
+    Vec<T, kVec> x, g, s[Elem::kStates];
+  };
+  auto load = [&](int64_t i0, Loaded& v) {
+    v.x = *reinterpret_cast<const Vec<T, kVec>*>(p + i0);
+    v.g = *reinterpret_cast<const Vec<T, kVec>*>(g + i0);
+#pragma unroll
+    for (int k = 0; k < Elem::kStates; ++k) {
+      if (s_in[k] != nullptr) v.s[k] = *reinterpret_cast<const Vec<T, kVec>*>(s_in[k] + i0);
+    }
+  };
+  auto update = [&](int64_t i0, Loaded& v) {
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      T st[Elem::kStates];
+#pragma unroll
+      for (int k = 0; k < Elem::kStates; ++k) st[k] = s_in[k] != nullptr ? v.s[k].v[j] : T(0);
+      op.Apply(v.x.v[j], unscale(v.g.v[j]), st, has0);
+#pragma unroll
+      for (int k = 0; k < Elem::kStates; ++k) v.s[k].v[j] = st[k];
+    }
+    *reinterpret_cast<Vec<T, kVec>*>(po + i0) = v.x;
+    if (e.low_out != nullptr) StoreLow4(e, i0, v.x.v);
+#pragma unroll
+    for (int k = 0; k < Elem::kStates; ++k) {
+      if (s_out[k] != nullptr && s_in[k] != nullptr) *reinterpret_cast<Vec<T, kVec>*>(s_out[k] + i0) = v.s[k];
+    }
+  };
+  auto scalar = [&](int64_t i0) {
+    for (int64_t i = i0; i < i0 + kVec && i < end; ++i) {
+      T x = p[i];
+      T st[Elem::kStates];
+#pragma unroll
+      for (int k = 0; k < Elem::kStates; ++k) st[k] = s_in[k] != nullptr ? s_in[k][i] : T(0);
+      op.Apply(x, unscale(g[i]), st, has0);
+      po[i] = x;
+      if (e.low_out != nullptr) StoreLow(e, i, x);
 #pragma unroll
       for (int k = 0; k < Elem::kStates; ++k) {
-        if (s_in[k] != nullptr) sv[k] = *reinterpret_cast<const Vec<T, kVec>*>(s_in[k] + i0);
-      }
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) {
-        T st[Elem::kStates];
-#pragma unroll
-        for (int k = 0; k < Elem::kStates; ++k) st[k] = s_in[k] != nullptr ? sv[k].v[j] : T(0);
-        op.Apply(xv.v[j], unscale(gv.v[j]), st, has0);
-#pragma unroll
-        for (int k = 0; k < Elem::kStates; ++k) sv[k].v[j] = st[k];
-      }
-      *reinterpret_cast<Vec<T, kVec>*>(po + i0) = xv;
-      if (e.low_out != nullptr) StoreLow4(e, i0, xv.v);
-#pragma unroll
-      for (int k = 0; k < Elem::kStates; ++k) {
-        if (s_out[k] != nullptr && s_in[k] != nullptr) *reinterpret_cast<Vec<T, kVec>*>(s_out[k] + i0) = sv[k];
-      }
-    } else {
-      for (int64_t i = i0; i < i0 + kVec && i < end; ++i) {
-        T x = p[i];
-        T st[Elem::kStates];
-#pragma unroll
-        for (int k = 0; k < Elem::kStates; ++k) st[k] = s_in[k] != nullptr ? s_in[k][i] : T(0);
-        op.Apply(x, unscale(g[i]), st, has0);
-        po[i] = x;
-        if (e.low_out != nullptr) StoreLow(e, i, x);
-#pragma unroll
-        for (int k = 0; k < Elem::kStates; ++k) {
-          if (s_out[k] != nullptr && s_in[k] != nullptr) s_out[k][i] = st[k];
-        }
+        if (s_out[k] != nullptr && s_in[k] != nullptr) s_out[k][i] = st[k];
       }
     }
+  };
+  const int64_t stride = static_cast<int64_t>(blockDim.x) * kVec;
+  for (int64_t i0 = begin + static_cast<int64_t>(threadIdx.x) * kVec; i0 < end; i0 += 2 * stride) {
+    const int64_t i1 = i0 + stride;
+    const bool v0 = vec && i0 + kVec <= end;
+    const bool v1 = vec && i1 + kVec <= end;
+    if (v0 && v1) {
+      Loaded a, b;
+      load(i0, a);
+      load(i1, b);
+      update(i0, a);
+      update(i1, b);
+      continue;
+    }
+    if (v0) {
+      Loaded a;
+      load(i0, a);
+      update(i0, a);
+    } else {
+      scalar(i0);
+    }
+    if (i1 < end) scalar(i1);  // past a vector's end: the tail of the chunk, element by element
   }
 }
 
