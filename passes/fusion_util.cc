@@ -156,6 +156,14 @@ absl::Status EraseDead(ir::Graph& g, const std::vector<ir::Node*>& nodes) {
   return absl::OkStatus();
 }
 
+std::vector<ir::Node*> GroupedUpdates(const ir::Graph& g) {
+  std::vector<ir::Node*> out;
+  for (ir::Node* n : g.nodes()) {
+    if (IsOttr(n, "AdamUpdateN") || IsOttr(n, "SGDUpdateN")) out.push_back(n);
+  }
+  return out;
+}
+
 Depths ValueDepths(const std::vector<ir::Node*>& topo_order) {
   Depths depth;
   for (const ir::Node* n : topo_order) {

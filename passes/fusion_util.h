@@ -81,6 +81,9 @@ bool AppendCastTo(BiasGradMatch& m, ir::DType to);
 // The first bias gradient of `d` over `axis` among its readers.
 std::optional<BiasGradMatch> FindBiasGrad(const ir::Value* d, int axis);
 
+// The grouped optimizer updates (ottr::AdamUpdateN / SGDUpdateN) of `g`, in node order.
+std::vector<ir::Node*> GroupedUpdates(const ir::Graph& g);
+
 // How far from the step's inputs each value is made, in nodes: 0 for inputs and initializers
 // (absent from the map), else one more than the deepest input of its producer.
 using Depths = absl::flat_hash_map<const ir::Value*, int>;

@@ -46,12 +46,8 @@ class OptimizerLowCopiesPass : public Pass {
   absl::string_view name() const override { return kName; }
 
   absl::StatusOr<bool> Run(ir::Graph& g) override {
-    std::vector<Node*> updates;
-    for (Node* n : g.nodes()) {
-      if (fusion::IsOttr(n, "AdamUpdateN") || fusion::IsOttr(n, "SGDUpdateN")) updates.push_back(n);
-    }
     bool changed = false;
-    for (Node* u : updates) {
+    for (Node* u : fusion::GroupedUpdates(g)) {
       OTTR_ASSIGN_OR_RETURN(bool c, Rewrite(g, u));
       changed |= c;
     }
@@ -139,8 +135,7 @@ absl::Status RefreshLowPrecisionCopies(const ir::Graph& step,
 
 std::vector<LowPrecisionCopy> LowPrecisionCopies(const ir::Graph& step) {
   std::vector<LowPrecisionCopy> out;
-  for (const ir::Node* n : step.nodes()) {
-    if (!fusion::IsOttr(n, "AdamUpdateN") && !fusion::IsOttr(n, "SGDUpdateN")) continue;
+  for (const ir::Node* n : fusion::GroupedUpdates(step)) {
     const ir::UpdateNLayout l = ir::UpdateNLayoutOf(*n);
     if (!l.valid) continue;
     for (size_t j = 0; j < l.low_copies.size(); ++j) {

@@ -50,10 +50,7 @@ class SplitOptimizerUpdatesPass : public Pass {
   absl::string_view name() const override { return kName; }
 
   absl::StatusOr<bool> Run(ir::Graph& g) override {
-    std::vector<Node*> updates;
-    for (Node* n : g.nodes()) {
-      if (fusion::IsOttr(n, "AdamUpdateN") || fusion::IsOttr(n, "SGDUpdateN")) updates.push_back(n);
-    }
+    const std::vector<Node*> updates = fusion::GroupedUpdates(g);
     if (updates.empty()) return false;
     OTTR_ASSIGN_OR_RETURN(std::vector<Node*> order, g.TopoOrder());
     const fusion::Depths depths = fusion::ValueDepths(order);
