@@ -129,7 +129,8 @@ class SplitOptimizerUpdatesPass : public Pass {
     for (int k : tail) absl::StrAppend(&names, names.empty() ? "" : ", ", u->input(2 + k)->name());
     fusion::Remark(remarks(), kName,
                    absl::StrCat("split ", u->Describe(), ": ", names, " (gradients at depth ", last,
-                                ") updated after the other ", early.size(), " parameters"));
+                                ") get an update of their own; the other ", early.size(),
+                                " parameters' update no longer waits for them"));
     OTTR_RETURN_IF_ERROR(fusion::EraseDead(g, {u}));
     renames.Apply(g);
     return true;

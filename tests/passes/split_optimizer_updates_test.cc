@@ -86,7 +86,7 @@ TEST(SplitOptimizerUpdatesTest, UpdatesTheDeepestGradientsLast) {
                          kAttrs,
                          " origin \"opt\"\n"
                          "  output %w0.new, %w1.new, %m0.new, %m1.new, %v0.new, %v1.new\n"));
-  EXPECT_TRUE(absl::StrContains(r.remarks, "w0 (gradients at depth 2) updated after the other 1 parameters"))
+  EXPECT_TRUE(absl::StrContains(r.remarks, "w0 (gradients at depth 2) get an update of their own; the other 1 parameters' update no longer waits"))
       << r.remarks;
   testing::ExpectSameOutputsOn(r, AdamFeeds(*r.before));
 }

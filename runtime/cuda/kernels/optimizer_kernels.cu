@@ -228,7 +228,7 @@ __device__ void ProcessChunk(const MultiTensorEntry& e, int64_t begin, int64_t e
                    Aligned(e.low_out, 8);
   // A thread's vectors two at a time: both vectors' loads are issued before either is used, so a
   // chunk of 2048 elements costs a thread one memory round trip instead of two (the update is
-  // latency bound at these sizes: Nsight Compute at batch 128, bench/RESULTS.md 2026-12-02 (4)).
+  // latency bound at these sizes: Nsight Compute at batch 128, bench/RESULTS.md 2026-12-03).
   // The two vectors are different elements, so in-place outputs stay safe.
   struct Loaded {
     Vec<T, kVec> x, g, s[Elem::kStates];
