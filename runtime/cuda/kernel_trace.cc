@@ -40,8 +40,10 @@ std::string ShortName(const char* mangled) {
   char* d = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
   std::string s = status == 0 && d != nullptr ? d : mangled;
   std::free(d);
-  // Drop a leading return type ("void ") and the parameter list.
+  // Drop a leading return type ("void "), anonymous namespaces (their "(" is not the parameter
+  // list's) and the parameter list.
   if (s.rfind("void ", 0) == 0) s = s.substr(5);
+  for (size_t at; (at = s.find("(anonymous namespace)::")) != std::string::npos;) s.erase(at, 23);
   int depth = 0;
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == '<') ++depth;
