@@ -57,6 +57,9 @@
 namespace ottr::ir {
 
 inline constexpr char kFusedGemmOp[] = "FusedGemm";
+// The widest dZ (classes) ottr::LinearReluGrad takes (ir/ops/fused_ops.cc): its CUDA kernel keeps K
+// rows of W and K weight-gradient sums per column in registers.
+inline constexpr int64_t kLinearReluGradMaxK = 16;
 
 enum class FusedEpilogue {
   kNone,

@@ -28,6 +28,9 @@
 //   fuse-linear-sce       a float32 classifier of <= 32 classes, the loss node and the data gradient
 //                         GEMM through it (drelu / none) -> one ottr::LinearSoftmaxCrossEntropyWithGrad
 //                         (fuse_sce_grad.cc)
+//   fuse-linear-relu-grad what fuse-linear-sce left: a float32 data gradient dZ·W of K <= 16
+//                         read only by a ReluGradBiasGrad, and the weight gradient dZᵀ·Y of the
+//                         same layer -> one ottr::LinearReluGrad (fuse_linear_relu_grad.cc)
 //
 // fold-gemm-casts runs first so that the others see the f32 products the Casts hid (the next
 // passes take an ottr::FusedGemm none / bias as they take a Gemm / MatMul). dact-bgrad runs before bgrad because it removes two kernels per layer where bgrad removes one.
@@ -65,6 +68,9 @@ std::unique_ptr<Pass> CreateFuseSceBgradPass();
 // and the drelu / none FusedGemm of dlogits and the same weight -> one
 // ottr::LinearSoftmaxCrossEntropyWithGrad (fuse_sce_grad.cc).
 std::unique_ptr<Pass> CreateFuseLinearScePass();
+// passes/fuse_linear_relu_grad.cc: Gemm(dZ, W) (K <= 16) read only by ReluGradBiasGrad(·, Y), with
+// the weight gradient dZᵀ·Y (bgrada or plain) -> one ottr::LinearReluGrad (float32).
+std::unique_ptr<Pass> CreateFuseLinearReluGradPass();
 // passes/kmajor_gemm.cc: a large float32 GEMM whose operands both have k as their slow axis (the
 // weight gradients Xᵀ·dY) gets one operand transposed first, so TF32 Tensor Cores read it K-major.
 std::unique_ptr<Pass> CreateKMajorGemmOperandsPass();

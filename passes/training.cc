@@ -528,6 +528,7 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
     pm.Add(CreateFuseGemmBgradPass());
     pm.Add(CreateFuseSceBgradPass());
     pm.Add(CreateFuseLinearScePass());
+    pm.Add(CreateFuseLinearReluGradPass());
   }
   if (spec.channels_last) pm.Add(CreateNhwcLayoutPass());
   if (spec.kmajor_gemm_operands && spec.precision == Precision::kTf32) pm.Add(CreateKMajorGemmOperandsPass());

@@ -177,8 +177,8 @@ std::string GradName(const std::string& param);
 //   (with loss scaling), fuse-sce-grad, fold-gemm-casts, fuse-gemm-epilogue,
 //   narrow-exact-ops (when spec.narrow_exact_ops with bf16/fp16) before the grouping,
 //   fuse-gemm-dact-bgrad, fuse-relu-grad-bgrad (spec.fuse_relu_grad_bgrad, unset: bf16/fp16/TF32),
-//   fuse-gemm-bgrad, fuse-sce-bgrad, fuse-linear-sce (when spec.fuse_epilogues), nhwc-layout (when
-//   spec.channels_last), kmajor-gemm-operands (when spec.kmajor_gemm_operands with TF32),
+//   fuse-gemm-bgrad, fuse-sce-bgrad, fuse-linear-sce, fuse-linear-relu-grad (when spec.fuse_epilogues),
+//   nhwc-layout (when spec.channels_last), kmajor-gemm-operands (when spec.kmajor_gemm_operands with TF32),
 //   fuse-conv-activation, fuse-maxpool-relu-grad (when spec.fuse_epilogues), split-optimizer-updates (when
 //   spec.multi_tensor_updates; declines guarded updates), optimizer-low-copies (when
 //   spec.optimizer_low_copies with bf16/fp16).

@@ -9,6 +9,15 @@
 //                                                 weight gradient, kmajor-gemm-operands)
 // dY and Y are one static 2-D float type; bias_type (an ONNX element type) is dY's type, or
 // float32 for 16-bit dY (default: dY's type).
+//
+// ottr::LinearReluGrad(dZ, W, Y) -> (dX, dB[, dW, dBz]): the backward of a small linear layer
+// z = Y·Wᵀ + bz (W [K, N], K <= kLinearReluGradMaxK) through the ReLU that made its input Y, in one
+// pass over Y (fuse-linear-relu-grad):
+//   dX[r, c]  = Y[r, c] > 0 ? Σ_j dZ[r, j]·W[j, c] : 0   (the data gradient and ReluGrad)
+//   dB[c]     = Σ_r dX[r, c]                             (the bias gradient of Y's layer)
+//   dW[j, c]  = Σ_r dZ[r, j]·Y[r, c]                     (optional: the layer's weight gradient)
+//   dBz[j]    = Σ_r dZ[r, j]                             (optional, with dW: its bias gradient)
+// dZ [R, K], W [K, N] and Y [R, N] are static 2-D float32.
 #include "absl/strings/str_cat.h"
 #include "ir/fused_gemm.h"
 #include "ir/op_registry.h"
@@ -144,9 +153,40 @@ absl::Status InferReluGradBiasGrad(InferenceContext& ctx) {
   return absl::OkStatus();
 }
 
+absl::Status InferLinearReluGrad(InferenceContext& ctx) {
+  const TensorType& dz = ctx.input_type(0);
+  const TensorType& w = ctx.input_type(1);
+  const TensorType& y = ctx.input_type(2);
+  const bool ok = dz.is_static() && w.is_static() && y.is_static() && dz.rank() == 2 && w.rank() == 2 &&
+                  y.rank() == 2 && dz.dtype == DType::kFloat32 && w.dtype == DType::kFloat32 &&
+                  y.dtype == DType::kFloat32;
+  const std::vector<int64_t> zd = ok ? StaticDims(*dz.shape) : std::vector<int64_t>{};
+  const std::vector<int64_t> wd = ok ? StaticDims(*w.shape) : std::vector<int64_t>{};
+  const std::vector<int64_t> yd = ok ? StaticDims(*y.shape) : std::vector<int64_t>{};
+  if (!ok || zd[1] != wd[0] || zd[0] != yd[0] || wd[1] != yd[1] || zd[1] > kLinearReluGradMaxK) {
+    return ctx.Error(absl::StrCat("dZ ", dz.ToString(), ", W ", w.ToString(), " and Y ", y.ToString(),
+                                  " must be static 2-D f32 [R, K], [K, N], [R, N] with K <= ",
+                                  kLinearReluGradMaxK));
+  }
+  if (ctx.node().num_outputs() == 3) return ctx.Error("dW comes with dBz: 2 or 4 outputs");
+  ctx.set_output_type(0, y);
+  ctx.set_output_type(1, TensorType(DType::kFloat32, Shape{yd[1]}));
+  if (ctx.node().num_outputs() > 2) {
+    ctx.set_output_type(2, w);
+    ctx.set_output_type(3, TensorType(DType::kFloat32, Shape{zd[1]}));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void RegisterFusedOps(OpRegistry& r) {
+  r.Register(OpSchemaBuilder(std::string(kOttrDomain), "LinearReluGrad")
+                 .Inputs(3, 3)
+                 .Outputs(2, 4)
+                 .Shape(InferLinearReluGrad)
+                 .NotDifferentiable()
+                 .Build());
   r.Register(OpSchemaBuilder(std::string(kOttrDomain), "ReluGradBiasGrad")
                  .Inputs(2, 2)
                  .Outputs(2, 3)

@@ -1,6 +1,8 @@
 // CPU kernels of the activation backward ops (schemas and math in ir/grads/activation_grads.cc):
 //   ottr::{Relu,LeakyRelu,Sigmoid,Tanh,Gelu,Elu,Selu,Celu,Softplus,HardSigmoid,HardSwish,Mish,
 //          Softsign,ThresholdedRelu}Grad(dY, Z) -> dX     and    ottr::PReluGrad(dY, X, slope);
+//   ottr::LinearReluGrad(dZ, W, Y) -> (dX, dB[, dW, dBz]) (ir/ops/fused_ops.cc): a small linear
+//     layer's data gradient through ReluGrad, the column sums, the weight gradient
 //   ottr::ReluGradBiasGrad(dY, Y) -> (dX, dB) (ir/ops/fused_ops.cc): ReluGrad and the column
 //   sums of dX, summed in double and rounded once to bias_type.
 //
@@ -229,6 +231,54 @@ absl::Status ReluGradBiasGradKernel(KernelContext& ctx) {
   });
 }
 
+// LinearReluGrad(dZ, W, Y) -> (dX, dB[, dW, dBz]) (ir/ops/fused_ops.cc): every sum in double, each
+// result rounded once to float32.
+absl::Status LinearReluGradKernel(KernelContext& ctx) {
+  const Tensor& dz = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  const Tensor& y = ctx.input(2);
+  if (dz.dtype() != ir::DType::kFloat32 || w.dtype() != ir::DType::kFloat32 || y.dtype() != ir::DType::kFloat32 ||
+      dz.dims().size() != 2 || w.dims().size() != 2 || y.dims().size() != 2 || dz.dims()[1] != w.dims()[0] ||
+      dz.dims()[0] != y.dims()[0] || w.dims()[1] != y.dims()[1]) {
+    return ctx.Error(absl::StrCat("dZ ", DimsString(dz.dims()), ", W ", DimsString(w.dims()), " and Y ",
+                                  DimsString(y.dims()), " must be f32 [R, K], [K, N], [R, N]"));
+  }
+  const int64_t rows = y.dims()[0], cols = y.dims()[1], k = w.dims()[0];
+  const float* pz = dz.data<float>();
+  const float* pw = w.data<float>();
+  const float* py = y.data<float>();
+  if (ctx.num_outputs() > 2) {
+    Tensor& dw = ctx.AllocateOutput(2, ir::DType::kFloat32, {k, cols});
+    Tensor& dbz = ctx.AllocateOutput(3, ir::DType::kFloat32, {k});
+    std::vector<double> sum_w(k * cols, 0.0), sum_z(k, 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < k; ++j) {
+        const double z = pz[r * k + j];
+        sum_z[j] += z;
+        for (int64_t c = 0; c < cols; ++c) sum_w[j * cols + c] += z * py[r * cols + c];
+      }
+    }
+    for (int64_t i = 0; i < k * cols; ++i) dw.data<float>()[i] = static_cast<float>(sum_w[i]);
+    for (int64_t j = 0; j < k; ++j) dbz.data<float>()[j] = static_cast<float>(sum_z[j]);
+  }
+  // dX last: it may be Y's buffer (memory_planner.cc's in-place rules).
+  Tensor& dx = ctx.AllocateOutput(0, ir::DType::kFloat32, {rows, cols});
+  Tensor& db = ctx.AllocateOutput(1, ir::DType::kFloat32, {cols});
+  float* pdx = dx.data<float>();
+  std::vector<double> sum_b(cols, 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      double g = 0;
+      for (int64_t j = 0; j < k; ++j) g += static_cast<double>(pz[r * k + j]) * pw[j * cols + c];
+      const float v = py[r * cols + c] > 0.0f ? static_cast<float>(g) : 0.0f;
+      pdx[r * cols + c] = v;
+      sum_b[c] += v;
+    }
+  }
+  for (int64_t c = 0; c < cols; ++c) db.data<float>()[c] = static_cast<float>(sum_b[c]);
+  return absl::OkStatus();
+}
+
 absl::Status GeluGradKernel(KernelContext& ctx) {
   const std::string approximate = ctx.attr_string("approximate", "none");
   if (approximate != "none" && approximate != "tanh") {
@@ -335,6 +385,7 @@ void RegisterActivationGradKernels(KernelRegistry& r) {
   const std::string d(ir::kOttrDomain);
   r.Register(d, "ReluGrad", ActivationGradKernel<ReluGradOp>);
   r.Register(d, "ReluGradBiasGrad", ReluGradBiasGradKernel);
+  r.Register(d, "LinearReluGrad", LinearReluGradKernel);
   r.Register(d, "LeakyReluGrad", ActivationGradKernel<LeakyReluGradOp>);
   r.Register(d, "SigmoidGrad", ActivationGradKernel<SigmoidGradOp>);
   r.Register(d, "TanhGrad", ActivationGradKernel<TanhGradOp>);

@@ -223,6 +223,57 @@ absl::StatusOr<CompiledOp> CompileReluGradBiasGrad(OpCompileContext& ctx) {
   return c;
 }
 
+// LinearReluGrad(dZ, W, Y) -> (dX, dB[, dW, dBz]), float32: one kernel (kernels/activation.h), its
+// counters in a buffer of the node's own (zeroed here, left zero by every launch), the partial
+// sums in the workspace; an unread output is written to the workspace.
+absl::StatusOr<CompiledOp> CompileLinearReluGrad(OpCompileContext& ctx) {
+  const std::vector<int64_t> dz = ctx.input_dims(0), w = ctx.input_dims(1), y = ctx.input_dims(2);
+  for (int i = 0; i < 3; ++i) {
+    if (ctx.input_type(i).dtype != DType::kFloat32) {
+      return ctx.Unsupported(absl::StrCat("input ", i, " of ", ir::DTypeName(ctx.input_type(i).dtype), " (float32 only)"));
+    }
+  }
+  if (dz.size() != 2 || w.size() != 2 || y.size() != 2 || dz[1] != w[0] || dz[0] != y[0] || w[1] != y[1]) {
+    return ctx.Error(absl::StrCat("dZ ", DimsString(dz), ", W ", DimsString(w), " and Y ", DimsString(y),
+                                  " must be [R, K], [K, N], [R, N]"));
+  }
+  const bool weight_grad = ctx.num_outputs() > 2;
+  const kernels::LinearReluGradPlan plan = kernels::MakeLinearReluGradPlan(y[0], y[1], w[0], weight_grad);
+  if (plan.kp == 0) return ctx.Unsupported(absl::StrCat("K = ", w[0], " (1 to 16)"));
+  void* raw = nullptr;
+  const size_t counter_bytes = static_cast<size_t>(plan.strips) * sizeof(unsigned);
+  OTTR_CUDA_RETURN_IF_ERROR(cudaMalloc(&raw, counter_bytes));
+  std::shared_ptr<void> counters(raw, [](void* p) { cudaFree(p); });
+  OTTR_CUDA_RETURN_IF_ERROR(cudaMemset(raw, 0, counter_bytes));
+  auto round_up = [](int64_t b) { return (b + 255) / 256 * 256; };
+  // Workspace: the partials, then a place for each output nobody reads.
+  std::vector<int64_t> spare(ctx.num_outputs(), -1);
+  int64_t bytes = round_up(kernels::LinearReluGradWorkspaceBytes(plan));
+  for (int i = 0; i < ctx.num_outputs(); ++i) {
+    if (ctx.output_needed(i)) continue;
+    spare[i] = bytes;
+    bytes += round_up(ir::NumElements(ctx.output_dims(i)) * static_cast<int64_t>(sizeof(float)));
+  }
+  CompiledOp c;
+  c.workspace_bytes = bytes;
+  c.launch = [plan, counters, spare](const LaunchArgs& a) -> absl::Status {
+    char* ws = static_cast<char*>(a.workspace);
+    auto out = [&](size_t i) -> float* {
+      if (i >= spare.size()) return nullptr;
+      return static_cast<float*>(spare[i] >= 0 ? ws + spare[i] : a.outputs[i]);
+    };
+    nvtxRangePushA("LinearReluGrad");
+    const cudaError_t e = kernels::LaunchLinearReluGrad(
+        plan, static_cast<const float*>(a.inputs[0]), static_cast<const float*>(a.inputs[1]),
+        static_cast<const float*>(a.inputs[2]), out(0), out(1), out(2), out(3), ws, static_cast<unsigned*>(counters.get()),
+        a.stream);
+    nvtxRangePop();
+    OTTR_CUDA_RETURN_IF_ERROR(e);
+    return absl::OkStatus();
+  };
+  return c;
+}
+
 // The dSlope reduction of PReluGrad over output dims `out` (dY's), with X and slope broadcast
 // to it: each non-1 dim is kept (slope has it) or reduced (slope is broadcast along it);
 // neighbouring dims of one kind whose X strides also continue each other are merged.
@@ -369,6 +420,7 @@ void RegisterActivationCudaOps(CudaOpRegistry& r) {
   const std::string d(ir::kOttrDomain);
   r.Register(d, "ReluGrad", ActivationGrad(ActivationOp::kRelu, "ReluGrad"));
   r.Register(d, "ReluGradBiasGrad", CompileReluGradBiasGrad);
+  r.Register(d, "LinearReluGrad", CompileLinearReluGrad);
   r.Register(d, "LeakyReluGrad", ActivationGrad(ActivationOp::kLeakyRelu, "LeakyReluGrad"));
   r.Register(d, "SigmoidGrad", ActivationGrad(ActivationOp::kSigmoid, "SigmoidGrad"));
   r.Register(d, "TanhGrad", ActivationGrad(ActivationOp::kTanh, "TanhGrad"));

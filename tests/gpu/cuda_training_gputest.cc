@@ -188,7 +188,7 @@ TEST_F(CudaTrainingTest, TorchCnnBnStepMatchesCpu) {
 // down from the loss (measured on the H200: 9.6e-6 and 1.01e-5 for models/mlp at batch 4096,
 // depending on the algorithms the autotuner picked in that process, against 4e-7 in fp32).
 void ExpectTf32PassStepMatches(const ir::Graph& cpu_step, const ir::Graph& plain_step, const ir::Graph& gpu_step,
-                               const runtime::TensorMap& feeds) {
+                               const runtime::TensorMap& feeds, double tf32_bound = 3e-5) {
   auto run_gpu = [&](const ir::Graph& step, bool tf32) -> std::vector<ir::Tensor> {
     cuda::CudaExecutorOptions o;
     o.tf32 = tf32;
@@ -217,7 +217,7 @@ void ExpectTf32PassStepMatches(const ir::Graph& cpu_step, const ir::Graph& plain
     const double tf32 = testing::NormwiseRelativeError(got_tf32[i], want_tf32[i]);
     std::printf("  %-28s normwise fp32 vs cpu %.3g, tf32 vs without the passes %.3g\n", name.c_str(), fp32, tf32);
     EXPECT_LE(fp32, 1e-5) << name << " (fp32, against the CPU)";
-    EXPECT_LE(tf32, 3e-5) << name << " (TF32, against the step without the pass)";
+    EXPECT_LE(tf32, tf32_bound) << name << " (TF32, against the step without the pass)";
   }
 }
 
@@ -278,7 +278,8 @@ TEST_F(CudaTrainingTest, KMajorWeightGradientStepMatchesCpu) {
 // fc1..fc3): pad-gemm-dims pads fc3's n = 10 to 12 (float32, 16-byte rows), kmajor-gemm-operands
 // transposes fc2's weight for its data gradient (4096 x 512 x 512: tall and 1e9 multiply-adds),
 // fuse-gemm-epilogue keeps both ReLUs in their large GEMMs (RELU_BIAS) and fuse-relu-grad-bgrad
-// sums the bias gradients in the ReLU backward (fc2's then in fuse-linear-sce's head kernel). Against the CPU reference of the plain step (TF32
+// sums the bias gradients in the ReLU backward (fuse-linear-relu-grad, which changes the head's
+// precision, is off here: LinearReluGradStepMatchesCpu below). Against the CPU reference of the plain step (TF32
 // off: float32 sums over k <= 4096 random-signed terms in other orders, ~sqrt(k)·2^-24 = 4e-6
 // relative, under 1e-5 normwise), and in TF32 against the GPU step without these passes (zeros
 // added or values moved: the summation order differs, and with it, two GEMMs down, some TF32
@@ -303,6 +304,7 @@ TEST_F(CudaTrainingTest, TallTf32PassesStepMatchesCpu) {
   spec.fuse_relu_grad_bgrad = true;
   spec.kmajor_gemm_operands = true;
   spec.pad_tf32_gemms = true;
+  spec.disabled_passes.insert("fuse-linear-relu-grad");
   auto gpu_step = passes::BuildTrainingGraph(**forward, spec);
   ASSERT_TRUE(gpu_step.ok()) << gpu_step.status();
   int pads = 0, weight_transposes = 0, relu_bias = 0, relu_bgrad = 0;
@@ -324,6 +326,47 @@ TEST_F(CudaTrainingTest, TallTf32PassesStepMatchesCpu) {
   feeds[passes::kLabelsInput] = testing::RandomInt64({batch}, 48, 0, 9);
   feeds[passes::kLrInput] = ir::Tensor::Scalar<float>(1e-3f);
   ExpectTf32PassStepMatches(**cpu_step, **plain_step, **gpu_step, feeds);
+}
+
+// fuse-linear-relu-grad on the small MLP at batch 4096 (above fuse-linear-sce's 1024 rows): fc3's
+// data and weight gradients and fc2's ReLU backward in one ottr::LinearReluGrad. TF32 off, against
+// the CPU reference of the plain step: float32 sums in other orders (1e-5 normwise, as above). In
+// TF32, against the GPU step without the pass: the pass computes fc3's two products in float32
+// where the GEMMs rounded their operands to TF32 (2^-11 relative each, so 2^-10 per product), and
+// every gradient below fc3 inherits that difference through the TF32 GEMMs of the backward (each
+// re-rounding its operands, which adds no more than its own 2^-11 to a difference it passes on
+// normwise): bound 2^-10 normwise (measured 1.8e-4 to 4.8e-4 on the H200). The feeds are those of
+// TallTf32PassesStepMatchesCpu. With seeds 49 and 50 the GPU steps with and without the pass both
+// missed the CPU by 7.7e-4 normwise in fc1's and fc2's gradients (and agreed with each other to
+// 2.4e-7): the size of one ReLU mask element that differs between the GPU's and the CPU's float32
+// forward (a pre-activation within rounding of zero; the likely cause, not established).
+TEST_F(CudaTrainingTest, LinearReluGradStepMatchesCpu) {
+  const int64_t batch = 4096;
+  auto forward = importer::ImportModelFile(testing::SourcePath("models/mlp/model.onnx"));
+  ASSERT_TRUE(forward.ok()) << forward.status();
+  passes::TrainingSpec spec;
+  spec.batch = batch;
+  spec.expose_gradients = true;
+  spec.precision = passes::Precision::kTf32;
+  auto cpu_step = passes::BuildTrainingGraph(**forward, spec);
+  ASSERT_TRUE(cpu_step.ok()) << cpu_step.status();
+  spec.multi_tensor_updates = true;
+  spec.fuse_epilogues = true;
+  spec.pad_tf32_gemms = true;
+  spec.disabled_passes = {"fuse-linear-relu-grad"};
+  auto plain_step = passes::BuildTrainingGraph(**forward, spec);
+  ASSERT_TRUE(plain_step.ok()) << plain_step.status();
+  spec.disabled_passes.clear();
+  auto gpu_step = passes::BuildTrainingGraph(**forward, spec);
+  ASSERT_TRUE(gpu_step.ok()) << gpu_step.status();
+  int fused = 0;
+  for (const ir::Node* n : (*gpu_step)->nodes()) fused += n->op_type() == "LinearReluGrad" && n->num_outputs() == 4;
+  EXPECT_EQ(fused, 1) << "fuse-linear-relu-grad should take fc3's data and weight gradients";
+  runtime::TensorMap feeds;
+  feeds["x"] = testing::RandomFloat({batch, 784}, 47, -1.0f, 1.0f);
+  feeds[passes::kLabelsInput] = testing::RandomInt64({batch}, 48, 0, 9);
+  feeds[passes::kLrInput] = ir::Tensor::Scalar<float>(1e-3f);
+  ExpectTf32PassStepMatches(**cpu_step, **plain_step, **gpu_step, feeds, std::ldexp(1.0, -10));
 }
 
 TEST_F(CudaTrainingTest, GraphReplayEqualsEagerLaunches) {

@@ -287,9 +287,11 @@ TEST(FuseReluGradBgradTrainingTest, MlpStepTakesEveryHiddenLayerAndPlans) {
     passes::PassManagerOptions o;
     std::ostringstream remarks;
     o.remarks = &remarks;
-    // fuse-linear-sce would take the last hidden layer's ReluGradBiasGrad into the float32 head.
+    // fuse-linear-sce (or fuse-linear-relu-grad) would take the last hidden layer's
+    // ReluGradBiasGrad into the float32 head.
     passes::TrainingSpec spec = MlpSpec(p, true);
     spec.disabled_passes.insert("fuse-linear-sce");
+    spec.disabled_passes.insert("fuse-linear-relu-grad");  // and fuse-linear-relu-grad the same
     auto step = passes::BuildTrainingGraph(**forward, spec, o);
     ASSERT_TRUE(step.ok()) << step.status();
     EXPECT_EQ(CountOps(**step, "ReluGradBiasGrad"), 2) << remarks.str();

@@ -99,6 +99,28 @@ using ReluBiasGradFn = cudaError_t (*)(const ReluBiasGradPlan& p, const void* dy
                                        cudaStream_t stream);
 ReluBiasGradFn FindReluGradBiasGrad(int type, int bias_type);  // activation_grad.cu; null if unsupported
 
+// LinearReluGrad(dZ, W, Y) -> (dX, dB[, dW, dBz]), float32 (ir/ops/fused_ops.cc): dZ [rows, k],
+// W [k, cols], Y / dX [rows, cols] row-major, k <= 16. One kernel over Y (activation_grad.cu):
+// row blocks write partial sums to the workspace and each column strip's last block adds them in
+// order (deterministic); `counters` (strips of them, zero before the first launch) are left zero.
+// dX must not alias Y's rows of another block: in place (dX == Y) is allowed, each element being
+// read before the same thread writes it.
+struct LinearReluGradPlan {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t k = 0;
+  int kp = 0;              // k rounded up to the kernel's size (4, 8, 12, 16); 0: unsupported
+  bool weight_grad = false;  // dW and dBz too
+  int64_t rows_per_block = 0;
+  int64_t strips = 0;      // column strips of 64
+  int64_t row_blocks = 0;
+};
+LinearReluGradPlan MakeLinearReluGradPlan(int64_t rows, int64_t cols, int64_t k, bool weight_grad);
+int64_t LinearReluGradWorkspaceBytes(const LinearReluGradPlan& p);
+cudaError_t LaunchLinearReluGrad(const LinearReluGradPlan& p, const float* dz, const float* w, const float* y,
+                                 float* dx, float* db, float* dw, float* dbz, void* workspace, unsigned* counters,
+                                 cudaStream_t stream);
+
 }  // namespace ottr::cuda::kernels
 
 #endif  // OTTR_RUNTIME_CUDA_KERNELS_ACTIVATION_H_
