@@ -8,7 +8,6 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -164,7 +163,7 @@ OpCompiler ActivationGrad(ActivationOp op, const char* name) {
 }
 
 // ReluGradBiasGrad(dY, Y) -> (dX, dB[, dXᵀ]): one kernel (kernels/activation.h). Its per-strip
-// counters live in a small device buffer of the node's own (zeroed here; every launch leaves them
+// counters are the launch's CompiledOp::counter_bytes (in the arena; every launch leaves them
 // zero), the partial sums in the workspace. An unread dB is written to the workspace; an unread dX
 // is not written at all when dXᵀ is, else to the workspace.
 absl::StatusOr<CompiledOp> CompileReluGradBiasGrad(OpCompileContext& ctx) {
@@ -190,11 +189,6 @@ absl::StatusOr<CompiledOp> CompileReluGradBiasGrad(OpCompileContext& ctx) {
     return ctx.Unsupported(absl::StrCat("dY of ", ir::DTypeName(t), " with a ", ir::DTypeName(bt), " bias gradient"));
   }
   const kernels::ReluBiasGradPlan plan = kernels::MakeReluBiasGradPlan(Code(t), dy[0], dy[1], transposed);
-  void* raw = nullptr;
-  const size_t counter_bytes = static_cast<size_t>(plan.strips) * sizeof(unsigned);
-  OTTR_CUDA_RETURN_IF_ERROR(cudaMalloc(&raw, counter_bytes));
-  std::shared_ptr<void> counters(raw, [](void* p) { cudaFree(p); });
-  OTTR_CUDA_RETURN_IF_ERROR(cudaMemset(raw, 0, counter_bytes));
   auto round_up = [](int64_t b) { return (b + 255) / 256 * 256; };
   const int64_t partial_bytes = round_up(kernels::ReluBiasGradWorkspaceBytes(plan));
   const int64_t elements_bytes = round_up(ir::NumElements(dy) * static_cast<int64_t>(ir::DTypeSize(t)));
@@ -205,7 +199,8 @@ absl::StatusOr<CompiledOp> CompileReluGradBiasGrad(OpCompileContext& ctx) {
   const int64_t db_bytes = ctx.output_needed(1) ? 0 : round_up(dy[1] * static_cast<int64_t>(ir::DTypeSize(bt)));
   CompiledOp c;
   c.workspace_bytes = partial_bytes + dx_bytes + dxt_bytes + db_bytes;
-  c.launch = [fn, plan, counters, partial_bytes, dx_bytes, dxt_bytes](const LaunchArgs& a) -> absl::Status {
+  c.counter_bytes = plan.strips * static_cast<int64_t>(sizeof(unsigned));
+  c.launch = [fn, plan, partial_bytes, dx_bytes, dxt_bytes](const LaunchArgs& a) -> absl::Status {
     if (plan.cols == 0) return absl::OkStatus();
     char* ws = static_cast<char*>(a.workspace);
     void* dx = a.outputs[0] != nullptr ? a.outputs[0] : (dx_bytes > 0 ? ws + partial_bytes : nullptr);
@@ -215,7 +210,7 @@ absl::StatusOr<CompiledOp> CompileReluGradBiasGrad(OpCompileContext& ctx) {
                                                                : ws + partial_bytes + dx_bytes + dxt_bytes;
     nvtxRangePushA("ReluGradBiasGrad");
     const cudaError_t e =
-        fn(plan, a.inputs[0], a.inputs[1], dx, db, dxt, ws, static_cast<unsigned*>(counters.get()), a.stream);
+        fn(plan, a.inputs[0], a.inputs[1], dx, db, dxt, ws, static_cast<unsigned*>(a.counters), a.stream);
     nvtxRangePop();
     OTTR_CUDA_RETURN_IF_ERROR(e);
     return absl::OkStatus();
@@ -224,8 +219,8 @@ absl::StatusOr<CompiledOp> CompileReluGradBiasGrad(OpCompileContext& ctx) {
 }
 
 // LinearReluGrad(dZ, W, Y) -> (dX, dB[, dW, dBz]), float32: one kernel (kernels/activation.h), its
-// counters in a buffer of the node's own (zeroed here, left zero by every launch), the partial
-// sums in the workspace; an unread output is written to the workspace.
+// per-strip counters the launch's CompiledOp::counter_bytes, the partial sums in the workspace;
+// an unread output is written to the workspace.
 absl::StatusOr<CompiledOp> CompileLinearReluGrad(OpCompileContext& ctx) {
   const std::vector<int64_t> dz = ctx.input_dims(0), w = ctx.input_dims(1), y = ctx.input_dims(2);
   for (int i = 0; i < 3; ++i) {
@@ -240,11 +235,6 @@ absl::StatusOr<CompiledOp> CompileLinearReluGrad(OpCompileContext& ctx) {
   const bool weight_grad = ctx.num_outputs() > 2;
   const kernels::LinearReluGradPlan plan = kernels::MakeLinearReluGradPlan(y[0], y[1], w[0], weight_grad);
   if (plan.kp == 0) return ctx.Unsupported(absl::StrCat("K = ", w[0], " (1 to 16)"));
-  void* raw = nullptr;
-  const size_t counter_bytes = static_cast<size_t>(plan.strips) * sizeof(unsigned);
-  OTTR_CUDA_RETURN_IF_ERROR(cudaMalloc(&raw, counter_bytes));
-  std::shared_ptr<void> counters(raw, [](void* p) { cudaFree(p); });
-  OTTR_CUDA_RETURN_IF_ERROR(cudaMemset(raw, 0, counter_bytes));
   auto round_up = [](int64_t b) { return (b + 255) / 256 * 256; };
   // Workspace: the partials, then a place for each output nobody reads.
   std::vector<int64_t> spare(ctx.num_outputs(), -1);
@@ -256,7 +246,8 @@ absl::StatusOr<CompiledOp> CompileLinearReluGrad(OpCompileContext& ctx) {
   }
   CompiledOp c;
   c.workspace_bytes = bytes;
-  c.launch = [plan, counters, spare](const LaunchArgs& a) -> absl::Status {
+  c.counter_bytes = plan.strips * static_cast<int64_t>(sizeof(unsigned));
+  c.launch = [plan, spare](const LaunchArgs& a) -> absl::Status {
     char* ws = static_cast<char*>(a.workspace);
     auto out = [&](size_t i) -> float* {
       if (i >= spare.size()) return nullptr;
@@ -265,7 +256,7 @@ absl::StatusOr<CompiledOp> CompileLinearReluGrad(OpCompileContext& ctx) {
     nvtxRangePushA("LinearReluGrad");
     const cudaError_t e = kernels::LaunchLinearReluGrad(
         plan, static_cast<const float*>(a.inputs[0]), static_cast<const float*>(a.inputs[1]),
-        static_cast<const float*>(a.inputs[2]), out(0), out(1), out(2), out(3), ws, static_cast<unsigned*>(counters.get()),
+        static_cast<const float*>(a.inputs[2]), out(0), out(1), out(2), out(3), ws, static_cast<unsigned*>(a.counters),
         a.stream);
     nvtxRangePop();
     OTTR_CUDA_RETURN_IF_ERROR(e);
