@@ -35,14 +35,15 @@
 //            %dW : f32[4096,4096] = Gemm(%dz.kmajor, %x) {transA = 0}
 //
 // H200, MLP 4096x4 TF32: 38 -> 37 launches (the first layer's Transpose of x gone), 4693.4 ->
-// 4668.0 µs in one A/B, 4672-4697 in later calls (about the noise). The fold is kept to the GEMMs
-// the size rule above takes: on the small MLP at batch 8192 (512 x 784 x 8192, below 2^20
-// outputs) the one-K-major GEMM cuBLASLt then chose was slower in the step (a 60-block kernel,
-// 50.9 µs after the transposed ReLU backward, against 77 µs for the sm80 kernel beside the other
-// weight gradient: 234.1 against 229.9 µs); with x transposed too (both operands K-major, 31-32
-// µs) the Transpose of x (19-25 µs) landed on the chain: 229.8-236.4 against 219.4-229.9; and
+// 4668.0 µs in one A/B, 4672-4697 in later calls (about the noise). The fold moves no extra
+// bytes, so it takes the rule's m, n and k but not its 2^20 outputs: on the small MLP at batch
+// 8192 (512 x 784 x 8192) the one-K-major GEMM alone ran on 60 CTAs (cuBLASLt's sm90 kernel
+// does not split k: 51.5 µs) and the step was slower with the fold (234.1 against 229.9 µs,
+// 2026-12-03); since LtGemm times k in parts (2 parts: 32.5 µs) it is faster: 194.9 against
+// 206.2 µs (2026-12-04, `ottr bench`, two rounds each). (With x transposed too, both operands
+// K-major, the Transpose of x (19-25 µs) landed on the chain: 229.8-236.4 against 219.4-229.9;
 // folding the next layer's dY too (ReLU backward writing dX and dXT) with its activation
-// transposed, 251-261 µs.
+// transposed, 251-261 µs.)
 //
 // A data gradient dX = dY·W (transA = transB = 0) has one MN-major operand, the weight W [out, in]
 // (k = out is its slow axis). cuBLASLt has fast kernels for that at 4096³ (316 µs against 311 for
@@ -169,9 +170,12 @@ std::optional<Plan> Match(Node* n, const fusion::Depths& depths, std::string* wh
         return std::nullopt;
     }
   }
-  if (m < kMinMn || nn < kMinMn || m * nn < kMinOutput || k < kMinK) {
-    *why = absl::StrCat("GEMM ", m, "x", nn, "x", k, " is too small to pay for a transpose (needs m, n >= ", kMinMn,
-                        ", m*n >= 2^20, k >= ", kMinK, ")");
+  const std::string too_small = absl::StrCat("GEMM ", m, "x", nn, "x", k,
+                                             " is too small to pay for a transpose (needs m, n >= ", kMinMn,
+                                             ", m*n >= 2^20, k >= ", kMinK, ")");
+  // The ReLU backward's dXT costs no bytes of its own: it needs only m, n and k of the rule.
+  if (m < kMinMn || nn < kMinMn || k < kMinK) {
+    *why = too_small;
     return std::nullopt;
   }
   // An operand its ReLU backward can write transposed costs no Transpose: it comes first.
@@ -183,6 +187,10 @@ std::optional<Plan> Match(Node* n, const fusion::Depths& depths, std::string* wh
       p.relu_grad = relu;
       return p;
     }
+  }
+  if (m * nn < kMinOutput) {
+    *why = too_small;
+    return std::nullopt;
   }
   if (!pinned) {
     // The operand that exists earlier in the step (a graph input or a forward activation rather

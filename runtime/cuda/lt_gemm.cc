@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "ir/status.h"
 #include "runtime/cuda/cuda_status.h"
+#include "runtime/cuda/kernels/gemm_helpers.h"
 #include "runtime/cuda/kernels/small_gemm.h"
 
 namespace ottr::cuda {
@@ -215,9 +216,36 @@ absl::StatusOr<std::unique_ptr<LtGemm>> LtGemm::Create(CudaLibraries& libs, cons
       " m", c.m, " n", c.n, " k", c.k, " ld", c.lda, ",", c.ldb, ",", c.ldc, " b", c.batch, " s",
       c.stride_a, ",", c.stride_b, ",", c.stride_c, " e", static_cast<int>(epi), " beta", c.beta != 0.0f,
       " aux", c.aux_ld, ottr ? " ottr2" : "");
-  const bool cached_choice = c.kernel == Kernel::kAuto;  // forced kernels neither read nor write the cache
+  if (c.slices > 1) {  // forced parts of k: the heuristic's first algorithm for them, untimed
+    if (c.dtype != ir::DType::kFloat32 || c.OutType() != ir::DType::kFloat32 || c.batch > 1 || c.beta != 0.0f ||
+        c.epilogue != GemmEpilogue::kDefault || c.kernel == Kernel::kOttr || c.k % c.slices != 0 ||
+        (c.k / c.slices) % 4 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("k in ", c.slices, " slices needs float32 without epilogue, "
+                                                     "beta 0, one matrix and k / slices a multiple of 4: ", key));
+    }
+    OTTR_RETURN_IF_ERROR(g->MakeSliceLayouts(c.slices, &g->slice_a_layout_, &g->slice_b_layout_, &g->slice_d_layout_));
+    cublasLtMatmulPreference_t pref;
+    OTTR_CUDA_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
+    LtPreference pref_owner(pref);
+    const uint64_t max_ws = kMaxGemmWorkspace;
+    OTTR_CUDA_RETURN_IF_ERROR(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                                   &max_ws, sizeof(max_ws)));
+    cublasLtMatmulHeuristicResult_t r = {};
+    int n = 0;
+    OTTR_CUDA_RETURN_IF_ERROR(cublasLtMatmulAlgoGetHeuristic(libs.lt(), desc, g->slice_a_layout_.get(),
+                                                             g->slice_b_layout_.get(), g->slice_d_layout_.get(),
+                                                             g->slice_d_layout_.get(), pref, 1, &r, &n));
+    if (n == 0) return absl::UnimplementedError(absl::StrCat("cuBLASLt has no algorithm for the slices of ", key));
+    g->slices_ = c.slices;
+    g->algo_ = r.algo;
+    g->workspace_bytes_ = g->SlicePartialBytes(c.slices) + static_cast<int64_t>(r.workspaceSize);
+    return g;
+  }
+  // Forced kernels or parts of k neither read nor write the cache.
+  const bool cached_choice = c.kernel == Kernel::kAuto;
   std::string cached;
   constexpr char kOttrValue[] = "ottr-config ";
+  constexpr char kSlicesValue[] = "kslices ";
   if (cached_choice && libs.LookupAlgo(key, &cached)) {
     if (ottr && cached.rfind(kOttrValue, 0) == 0) {
       g->ottr_config_ = std::atoi(cached.c_str() + sizeof(kOttrValue) - 1);
@@ -228,11 +256,25 @@ absl::StatusOr<std::unique_ptr<LtGemm>> LtGemm::Create(CudaLibraries& libs, cons
         return g;
       }
       g->ottr_config_ = -1;
-    } else if (cached.size() == 2 * sizeof(cublasLtMatmulAlgo_t) + 16 + 1) {
-      std::string raw = absl::HexStringToBytes(cached.substr(0, 2 * sizeof(cublasLtMatmulAlgo_t)));
-      std::memcpy(&g->algo_, raw.data(), sizeof(g->algo_));
-      g->workspace_bytes_ = std::stoll(cached.substr(2 * sizeof(cublasLtMatmulAlgo_t) + 1), nullptr, 16);
-      return g;
+    } else {
+      // "kslices S " before the algorithm: k in S parts (LtGemm::slices_).
+      int slices = 1;
+      if (cached.rfind(kSlicesValue, 0) == 0 && g->SlicesEligible()) {
+        const size_t space = cached.find(' ', sizeof(kSlicesValue) - 1);
+        slices = std::atoi(cached.c_str() + sizeof(kSlicesValue) - 1);
+        cached = space == std::string::npos ? std::string() : cached.substr(space + 1);
+      }
+      if (cached.size() == 2 * sizeof(cublasLtMatmulAlgo_t) + 16 + 1 && slices >= 1 && slices <= 8) {
+        std::string raw = absl::HexStringToBytes(cached.substr(0, 2 * sizeof(cublasLtMatmulAlgo_t)));
+        std::memcpy(&g->algo_, raw.data(), sizeof(g->algo_));
+        g->workspace_bytes_ = std::stoll(cached.substr(2 * sizeof(cublasLtMatmulAlgo_t) + 1), nullptr, 16);
+        if (slices > 1) {
+          OTTR_RETURN_IF_ERROR(
+              g->MakeSliceLayouts(slices, &g->slice_a_layout_, &g->slice_b_layout_, &g->slice_d_layout_));
+          g->slices_ = slices;
+        }
+        return g;
+      }
     }
   }
   cublasLtMatmulHeuristicResult_t results[kMaxAutotuneCandidates] = {};
@@ -267,7 +309,8 @@ absl::StatusOr<std::unique_ptr<LtGemm>> LtGemm::Create(CudaLibraries& libs, cons
   if (std::getenv("OTTR_LOG_GEMM_ALGOS") != nullptr) {
     std::fprintf(stderr, "gemm %s: %d candidates, chose %s\n", key.c_str(), found,
                  g->ottr_config_ >= 0 ? absl::StrCat("ottr config ", g->ottr_config_).c_str()
-                                    : absl::StrCat("#", g->chosen_).c_str());
+                 : g->slices_ > 1     ? absl::StrCat("k in ", g->slices_, " slices").c_str()
+                                      : absl::StrCat("#", g->chosen_).c_str());
   }
   if (g->ottr_config_ >= 0) {
     g->workspace_bytes_ = kernels::SmallGemmWorkspaceBytes(g->ottr_config_, OttrArgs(c, {}, {}, {}, {}, {}, {}));
@@ -276,7 +319,8 @@ absl::StatusOr<std::unique_ptr<LtGemm>> LtGemm::Create(CudaLibraries& libs, cons
     return g;
   }
   if (cached_choice) {
-    libs.StoreAlgo(key, absl::StrCat(absl::BytesToHexString(absl::string_view(
+    libs.StoreAlgo(key, absl::StrCat(g->slices_ > 1 ? absl::StrCat(kSlicesValue, g->slices_, " ") : "",
+                                     absl::BytesToHexString(absl::string_view(
                                          reinterpret_cast<const char*>(&g->algo_), sizeof(g->algo_))),
                                      " ", absl::Hex(g->workspace_bytes_, absl::kZeroPad16)));
   }
@@ -413,11 +457,104 @@ absl::Status LtGemm::Autotune(const cublasLtMatmulHeuristicResult_t* results, in
       }
     }
   }
+  // k-sliced candidates: each heuristic choice for 2..8 equal parts of k, timed with the sum of
+  // the parts (SumKSlices), against the best above.
+  if (ok && SlicesEligible()) {
+    const int saved_config = ottr_config_;
+    const cublasLtMatmulAlgo_t saved_algo = algo_;
+    const int64_t saved_ws = workspace_bytes_;
+    int best_slices = 1;
+    cublasLtMatmulAlgo_t best_algo = algo_;
+    int64_t best_ws = workspace_bytes_;
+    void* scratch = nullptr;
+    for (int parts : {2, 3, 4, 6, 8}) {
+      const int64_t ks = c.k / parts;
+      if (c.k % parts != 0 || ks < 512 || ks % 4 != 0) continue;
+      LtLayout la, lb, ld;
+      if (!MakeSliceLayouts(parts, &la, &lb, &ld).ok()) continue;
+      cublasLtMatmulPreference_t pref;
+      if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) break;
+      LtPreference pref_owner(pref);
+      const uint64_t max_ws = kMaxGemmWorkspace;
+      cublasLtMatmulHeuristicResult_t r[4] = {};
+      int n = 0;
+      if (cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws,
+                                               sizeof(max_ws)) != CUBLAS_STATUS_SUCCESS ||
+          cublasLtMatmulAlgoGetHeuristic(libs_->lt(), desc_.get(), la.get(), lb.get(), ld.get(), ld.get(), pref, 4,
+                                         r, &n) != CUBLAS_STATUS_SUCCESS) {
+        continue;
+      }
+      if (scratch == nullptr) scratch = alloc(SlicePartialBytes(8) + kMaxGemmWorkspace);
+      if (scratch == nullptr) break;
+      slices_ = parts;
+      slice_a_layout_ = std::move(la);
+      slice_b_layout_ = std::move(lb);
+      slice_d_layout_ = std::move(ld);
+      ottr_config_ = -1;
+      for (int i = 0; i < n; ++i) {
+        algo_ = r[i].algo;
+        workspace_bytes_ = SlicePartialBytes(parts) + static_cast<int64_t>(r[i].workspaceSize);
+        const float ms = time_in_graph([&] { return Run(a, b, d, bias, aux, scratch, stream).ok(); });
+        if (ms < 0) continue;
+        if (log) {
+          std::fprintf(stderr, "  k in %d slices, candidate #%d: %.2f us, %zu nodes (%s)\n", parts, i,
+                       ms * 1000.0f / kRuns, nodes, DescribeAlgo(r[i]).c_str());
+        }
+        if (best < 0 || ms < best) {
+          best = ms;
+          best_slices = parts;
+          best_algo = r[i].algo;
+          best_ws = workspace_bytes_;
+        }
+      }
+    }
+    slices_ = 1;
+    ottr_config_ = saved_config;
+    algo_ = saved_algo;
+    workspace_bytes_ = saved_ws;
+    if (best_slices > 1) {
+      OTTR_RETURN_IF_ERROR(MakeSliceLayouts(best_slices, &slice_a_layout_, &slice_b_layout_, &slice_d_layout_));
+      slices_ = best_slices;
+      ottr_config_ = -1;
+      algo_ = best_algo;
+      workspace_bytes_ = best_ws;
+    }
+  }
   cudaGetLastError();
   if (stream != nullptr) cudaStreamDestroy(stream);
   if (start != nullptr) cudaEventDestroy(start);
   if (stop != nullptr) cudaEventDestroy(stop);
   for (void* p : buffers) cudaFree(p);
+  return absl::OkStatus();
+}
+
+bool LtGemm::SlicesEligible() const {
+  const GemmConfig& c = config_;
+  int sms = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  const int64_t tiles = ((c.m + 127) / 128) * ((c.n + 127) / 128);
+  return std::getenv("OTTR_NO_KSLICES") == nullptr && c.dtype == ir::DType::kFloat32 &&
+         c.OutType() == ir::DType::kFloat32 && c.batch <= 1 && c.beta == 0.0f &&
+         c.epilogue == GemmEpilogue::kDefault && tiles <= sms && c.k >= 2048;
+}
+
+int64_t LtGemm::SlicePartialBytes(int slices) const {
+  return (static_cast<int64_t>(slices) * config_.m * config_.n * 4 + 255) / 256 * 256;
+}
+
+absl::Status LtGemm::MakeSliceLayouts(int slices, LtLayout* a, LtLayout* b, LtLayout* d) const {
+  const GemmConfig& c = config_;
+  const int64_t ks = c.k / slices;
+  // As Create's layouts with k -> ks; part i starts ks rows (of an operand stored [k, ·]) or ks
+  // columns (stored [·, k]) after part i - 1.
+  OTTR_ASSIGN_OR_RETURN(*a, MakeLayout(CUDA_R_32F, c.trans_b ? ks : c.n, c.trans_b ? c.n : ks, c.ldb, slices,
+                                       c.trans_b ? ks : ks * c.ldb));
+  OTTR_ASSIGN_OR_RETURN(*b, MakeLayout(CUDA_R_32F, c.trans_a ? c.m : ks, c.trans_a ? ks : c.m, c.lda, slices,
+                                       c.trans_a ? ks * c.lda : ks));
+  OTTR_ASSIGN_OR_RETURN(*d, MakeLayout(CUDA_R_32F, c.n, c.m, c.n, slices, c.m * c.n));
   return absl::OkStatus();
 }
 
@@ -430,6 +567,19 @@ absl::Status LtGemm::Run(const void* a, const void* b, void* d, const void* bias
     return absl::OkStatus();
   }
   cublasLtMatmulDesc_t desc = desc_.get();
+  if (slices_ > 1) {  // SlicesEligible: float32, no epilogue, beta 0, one matrix
+    const int64_t partial_bytes = SlicePartialBytes(slices_);
+    float* partial = static_cast<float*>(workspace);
+    void* lt_workspace = static_cast<char*>(workspace) + partial_bytes;
+    const float alpha = c.alpha, beta = 0.0f;
+    OTTR_CUDA_RETURN_IF_ERROR(cublasLtMatmul(libs_->lt(), desc, &alpha, b, slice_a_layout_.get(), a,
+                                             slice_b_layout_.get(), &beta, partial, slice_d_layout_.get(),
+                                             partial, slice_d_layout_.get(), &algo_, lt_workspace,
+                                             workspace_bytes_ - partial_bytes, stream));
+    OTTR_CUDA_RETURN_IF_ERROR(
+        kernels::SumKSlices(partial, slices_, static_cast<float*>(d), c.m, c.n, c.ldc, stream));
+    return absl::OkStatus();
+  }
   if (HasBias(c.epilogue)) {
     OTTR_CUDA_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   }

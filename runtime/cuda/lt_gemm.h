@@ -63,6 +63,10 @@ struct GemmConfig {
   enum class Kernel { kAuto, kCublasLt, kOttr };
   Kernel kernel = Kernel::kAuto;
   int ottr_config = -1;
+  // > 1: cuBLASLt runs k in this many equal parts and ottr adds them (tests; kAuto times such
+  // parts itself for the GEMMs LtGemm::SlicesEligible takes). Float32, no epilogue, beta 0, one
+  // matrix, k / slices a multiple of 4.
+  int slices = 0;
 };
 
 // Whether ottr's small TF32 kernel can run `c` under the TF32 policy `tf32`: float32 in and out,
@@ -98,8 +102,19 @@ class LtGemm {
   // Times the `found` candidates (and, when `ottr` is set, every configuration of ottr's kernel that fits)
   // and keeps the fastest.
   absl::Status Autotune(const cublasLtMatmulHeuristicResult_t* results, int found, bool ottr);
+  // Whether k-sliced candidates are timed for this GEMM (see MakeSliceLayouts).
+  bool SlicesEligible() const;
+  // The layouts of `slices` equal parts of k as one strided-batched product into packed partials
+  // [slices, m, n] (cuBLASLt's TF32 kernels that read an MN-major operand do not split k
+  // themselves: a weight gradient of few output tiles and a long k ran on 60 CTAs of 132 SMs).
+  absl::Status MakeSliceLayouts(int slices, LtLayout* a, LtLayout* b, LtLayout* d) const;
+  // Bytes of the partials of `slices` parts (256-byte aligned): the front of the workspace.
+  int64_t SlicePartialBytes(int slices) const;
   int chosen_ = 0;
   int ottr_config_ = -1;
+  // > 1: the product runs as slices_ parts of k into the workspace, then kernels::SumKSlices.
+  int slices_ = 1;
+  LtLayout slice_a_layout_, slice_b_layout_, slice_d_layout_;
   GemmConfig config_;
   LtMatmulDesc desc_;
   LtLayout a_layout_, b_layout_, d_layout_;

@@ -1,5 +1,8 @@
 #include "runtime/cuda/kernels/gemm_helpers.h"
 
+#include <algorithm>
+#include <cstdint>
+
 namespace ottr::cuda::kernels {
 namespace {
 
@@ -13,7 +16,51 @@ __global__ void BroadcastKernel(const T* c, T* d, int64_t m, int64_t n, int64_t 
   }
 }
 
+// Four consecutive elements of a row a thread (n % 4 == 0, 16-byte aligned rows), else one.
+template <bool kVec>
+__global__ void SumKSlicesKernel(const float* __restrict__ partial, int slices, float* __restrict__ d, int64_t m,
+                                 int64_t n, int64_t ldd) {
+  constexpr int kW = kVec ? 4 : 1;
+  const int64_t per_row = n / kW, total = m * per_row, mn = m * n;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / per_row, col = (i - r * per_row) * kW;
+    const float* p = partial + r * n + col;
+    if constexpr (kVec) {
+      float4 t = __ldcs(reinterpret_cast<const float4*>(p));
+      for (int s = 1; s < slices; ++s) {
+        const float4 u = __ldcs(reinterpret_cast<const float4*>(p + s * mn));
+        t.x += u.x;
+        t.y += u.y;
+        t.z += u.z;
+        t.w += u.w;
+      }
+      *reinterpret_cast<float4*>(d + r * ldd + col) = t;
+    } else {
+      float t = __ldcs(p);
+      for (int s = 1; s < slices; ++s) t += __ldcs(p + s * mn);
+      d[r * ldd + col] = t;
+    }
+  }
+}
+
 }  // namespace
+
+cudaError_t SumKSlices(const float* partial, int slices, float* d, int64_t m, int64_t n, int64_t ldd,
+                       cudaStream_t stream) {
+  if (m == 0 || n == 0) return cudaSuccess;
+  const bool vec = n % 4 == 0 && ldd % 4 == 0 && reinterpret_cast<uintptr_t>(partial) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(d) % 16 == 0;
+  const int64_t work = m * (vec ? n / 4 : n);
+  const int threads = 256;
+  const int blocks = static_cast<int>(std::min<int64_t>((work + threads - 1) / threads, 4096));
+  if (vec) {
+    SumKSlicesKernel<true><<<blocks, threads, 0, stream>>>(partial, slices, d, m, n, ldd);
+  } else {
+    SumKSlicesKernel<false><<<blocks, threads, 0, stream>>>(partial, slices, d, m, n, ldd);
+  }
+  return cudaGetLastError();
+}
 
 cudaError_t BroadcastToMatrix(const void* c, void* d, int64_t m, int64_t n, int64_t row_stride,
                               int64_t col_stride, int elem_bytes, cudaStream_t stream) {

@@ -13,6 +13,11 @@ namespace ottr::cuda::kernels {
 cudaError_t BroadcastToMatrix(const void* c, void* d, int64_t m, int64_t n, int64_t row_stride,
                               int64_t col_stride, int elem_bytes, cudaStream_t stream);
 
+// d[i, j] = Σ_s partial[s·m·n + i·n + j] for s = 0..slices-1 in that order (float32; d's rows
+// `ldd` apart, the partials packed): the sum of a GEMM's k-slices (LtGemm), deterministic.
+cudaError_t SumKSlices(const float* partial, int slices, float* d, int64_t m, int64_t n, int64_t ldd,
+                       cudaStream_t stream);
+
 }  // namespace ottr::cuda::kernels
 
 #endif  // OTTR_RUNTIME_CUDA_KERNELS_GEMM_HELPERS_H_
