@@ -60,6 +60,10 @@ inline constexpr char kFusedGemmOp[] = "FusedGemm";
 // The widest dZ (classes) ottr::LinearReluGrad takes (ir/ops/fused_ops.cc): its CUDA kernel keeps K
 // rows of W and K weight-gradient sums per column in registers.
 inline constexpr int64_t kLinearReluGradMaxK = 16;
+// ottr::GroupedGemm (ir/ops/fused_ops.cc, passes/group_gemms.cc): independent plain products run
+// as one grouped launch; at most this many in one node.
+inline constexpr char kGroupedGemmOp[] = "GroupedGemm";
+inline constexpr int kGroupedGemmMaxProducts = 8;
 
 enum class FusedEpilogue {
   kNone,

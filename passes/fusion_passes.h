@@ -32,6 +32,10 @@
 //                         read only by a ReluGradBiasGrad, and the weight gradient dZᵀ·Y of the
 //                         same layer -> one ottr::LinearReluGrad (fuse_linear_relu_grad.cc)
 //
+// After them (and kmajor-gemm-operands, fuse-conv-activation), with TrainingSpec::group_gemms:
+//   group-gemms           plain products (no epilogue) of one float type ready at the same point
+//                         of the step -> one ottr::GroupedGemm (group_gemms.cc)
+//
 // fold-gemm-casts runs first so that the others see the f32 products the Casts hid (the next
 // passes take an ottr::FusedGemm none / bias as they take a Gemm / MatMul). dact-bgrad runs before bgrad because it removes two kernels per layer where bgrad removes one.
 // Each pass writes a remark per candidate (Pass::remarks): what it fused, or why it declined.
@@ -74,6 +78,9 @@ std::unique_ptr<Pass> CreateFuseLinearReluGradPass();
 // passes/kmajor_gemm.cc: a large float32 GEMM whose operands both have k as their slow axis (the
 // weight gradients Xᵀ·dY) gets one operand transposed first, so TF32 Tensor Cores read it K-major.
 std::unique_ptr<Pass> CreateKMajorGemmOperandsPass();
+// passes/group_gemms.cc: independent plain products (no epilogue) ready at the same point of the
+// step, of one float type -> one ottr::GroupedGemm (a grouped launch on the GPU).
+std::unique_ptr<Pass> CreateGroupGemmsPass();
 // passes/pad_gemm_dims.cc: a large bf16/fp16 GEMM whose k or n is not a multiple of 8 (with
 // `float32`, also a float32 one whose k or n is not a multiple of 4: TF32 on the GPU) gets its
 // operands zero-padded (and its product sliced back) on the forward graph, before autodiff;

@@ -536,6 +536,8 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
     pm.Add(CreateFuseConvActivationPass());
     pm.Add(CreateFuseMaxPoolReluGradPass());
   }
+  // Last of the GEMM rewrites: it groups only what the epilogue passes left plain.
+  if (spec.group_gemms) pm.Add(CreateGroupGemmsPass());
   // After the passes that decide which node makes each gradient; declines guarded updates.
   if (spec.multi_tensor_updates) pm.Add(CreateSplitOptimizerUpdatesPass());
   if (spec.optimizer_low_copies && (spec.precision == Precision::kBf16 || spec.precision == Precision::kFp16)) {

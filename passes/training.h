@@ -139,6 +139,11 @@ struct TrainingSpec {
   // weight gradients) so TF32 Tensor Cores read it K-major (kmajor-gemm-operands,
   // passes/kmajor_gemm.cc). The tools turn it on for the CUDA executor.
   bool kmajor_gemm_operands = false;
+  // Independent plain products (no epilogue) ready at the same point of the step become one
+  // ottr::GroupedGemm (group-gemms, passes/group_gemms.cc): one grouped launch on the GPU. Off
+  // until the grouped launch is timed on the GPU against the two streams that already overlap
+  // such products (`--group-gemms on`).
+  bool group_gemms = false;
   // With kBf16/kFp16 and a grouped update: the optimizer writes each parameter's 16-bit copy for
   // the next forward instead of a Cast per parameter per step (optimizer-low-copies,
   // passes/mixed_precision.h). The copies are state: RefreshLowPrecisionCopies after setting
@@ -179,7 +184,8 @@ std::string GradName(const std::string& param);
 //   fuse-gemm-dact-bgrad, fuse-relu-grad-bgrad (spec.fuse_relu_grad_bgrad, unset: bf16/fp16/TF32),
 //   fuse-gemm-bgrad, fuse-sce-bgrad, fuse-linear-sce, fuse-linear-relu-grad (when spec.fuse_epilogues),
 //   nhwc-layout (when spec.channels_last), kmajor-gemm-operands (when spec.kmajor_gemm_operands with TF32),
-//   fuse-conv-activation, fuse-maxpool-relu-grad (when spec.fuse_epilogues), split-optimizer-updates (when
+//   fuse-conv-activation, fuse-maxpool-relu-grad (when spec.fuse_epilogues), group-gemms (when
+//   spec.group_gemms), split-optimizer-updates (when
 //   spec.multi_tensor_updates; declines guarded updates), optimizer-low-copies (when
 //   spec.optimizer_low_copies with bf16/fp16).
 absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec);

@@ -18,6 +18,11 @@
 //   dW[j, c]  = Σ_r dZ[r, j]·Y[r, c]                     (optional: the layer's weight gradient)
 //   dBz[j]    = Σ_r dZ[r, j]                             (optional, with dW: its bias gradient)
 // dZ [R, K], W [K, N] and Y [R, N] are static 2-D float32.
+//
+// ottr::GroupedGemm(A0, B0, A1, B1, ...) -> (Y0, Y1, ...) {transA, transB: ints; alpha: floats,
+// one per product}: Yi = alpha[i] · op(Ai) · op(Bi), independent products of one element type run
+// as one grouped launch (group-gemms). Every operand is a static 2-D matrix of one float type;
+// 2 to kGroupedGemmMaxProducts products.
 #include "absl/strings/str_cat.h"
 #include "ir/fused_gemm.h"
 #include "ir/op_registry.h"
@@ -178,9 +183,52 @@ absl::Status InferLinearReluGrad(InferenceContext& ctx) {
   return absl::OkStatus();
 }
 
+absl::Status InferGroupedGemm(InferenceContext& ctx) {
+  const Node& n = ctx.node();
+  const int count = n.num_outputs();
+  const std::vector<int64_t> ta = n.GetInts("transA"), tb = n.GetInts("transB");
+  const std::vector<float> alpha = n.GetFloats("alpha");
+  if (count < 2 || count > kGroupedGemmMaxProducts || n.num_inputs() != 2 * count ||
+      static_cast<int>(ta.size()) != count || static_cast<int>(tb.size()) != count ||
+      static_cast<int>(alpha.size()) != count) {
+    return ctx.Error(absl::StrCat("needs 2 to ", kGroupedGemmMaxProducts, " products: 2 inputs per output and ",
+                                  "transA, transB and alpha with one entry per output (", n.num_inputs(),
+                                  " inputs, ", count, " outputs, ", ta.size(), " / ", tb.size(), " / ",
+                                  alpha.size(), " entries)"));
+  }
+  const DType dtype = ctx.input_type(0).dtype;
+  for (int i = 0; i < count; ++i) {
+    const TensorType& a = ctx.input_type(2 * i);
+    const TensorType& b = ctx.input_type(2 * i + 1);
+    if (!a.is_static() || !b.is_static() || a.rank() != 2 || b.rank() != 2 || a.dtype != dtype ||
+        b.dtype != dtype || !IsFloat(dtype)) {
+      return ctx.Error(absl::StrCat("product ", i, ": A ", a.ToString(), " and B ", b.ToString(),
+                                    " must be static 2-D matrices of the first operand's float type"));
+    }
+    const std::vector<int64_t> ad = StaticDims(*a.shape), bd = StaticDims(*b.shape);
+    const int64_t m = ta[i] ? ad[1] : ad[0], k = ta[i] ? ad[0] : ad[1];
+    const int64_t kb = tb[i] ? bd[1] : bd[0], nn = tb[i] ? bd[0] : bd[1];
+    if (k != kb) {
+      return ctx.Error(absl::StrCat("product ", i, ": inner dimensions differ: A ", a.ToString(),
+                                    ta[i] ? " (transA)" : "", " and B ", b.ToString(), tb[i] ? " (transB)" : ""));
+    }
+    ctx.set_output_type(i, TensorType(dtype, Shape{m, nn}));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void RegisterFusedOps(OpRegistry& r) {
+  r.Register(OpSchemaBuilder(std::string(kOttrDomain), kGroupedGemmOp)
+                 .Inputs(4, 2 * kGroupedGemmMaxProducts)
+                 .Outputs(2, kGroupedGemmMaxProducts)
+                 .Attr("transA", Kind::kInts, /*required=*/true)
+                 .Attr("transB", Kind::kInts, /*required=*/true)
+                 .Attr("alpha", Kind::kFloats, /*required=*/true)
+                 .Shape(InferGroupedGemm)
+                 .NotDifferentiable()
+                 .Build());
   r.Register(OpSchemaBuilder(std::string(kOttrDomain), "LinearReluGrad")
                  .Inputs(3, 3)
                  .Outputs(2, 4)

@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ir/fused_gemm.h"
+#include "ir/status.h"
 #include "runtime/cpu/gemm.h"
 #include "runtime/cpu/kernel.h"
 
@@ -167,11 +169,47 @@ absl::Status GemmKernel(KernelContext& ctx) {
   });
 }
 
+// ottr::GroupedGemm (ir/ops/fused_ops.cc): Yi = alpha[i] · op(Ai) · op(Bi), each product as the Gemm
+// kernel computes it without C (GemmGeneric, beta 0): the same bits as the Gemm nodes it groups.
+absl::Status GroupedGemmKernel(KernelContext& ctx) {
+  const int count = ctx.num_outputs();
+  const std::vector<int64_t> ta = ctx.attr_ints("transA"), tb = ctx.attr_ints("transB");
+  const std::vector<float> alpha = ctx.attr_floats("alpha");
+  if (ctx.num_inputs() != 2 * count || static_cast<int>(ta.size()) != count ||
+      static_cast<int>(tb.size()) != count || static_cast<int>(alpha.size()) != count) {
+    return ctx.Error(absl::StrCat("needs 2 inputs per output and transA, transB and alpha with one entry per output (",
+                                  ctx.num_inputs(), " inputs, ", count, " outputs)"));
+  }
+  for (int i = 0; i < count; ++i) {
+    const Tensor& a = ctx.input(2 * i);
+    const Tensor& b = ctx.input(2 * i + 1);
+    if (a.rank() != 2 || b.rank() != 2 || a.dtype() != b.dtype() || !ir::IsFloat(a.dtype())) {
+      return ctx.Error(absl::StrCat("product ", i, ": A ", DimsString(a.dims()), " and B ", DimsString(b.dims()),
+                                    " must be 2-D of one float type"));
+    }
+    const int64_t m = ta[i] ? a.dim(1) : a.dim(0), k = ta[i] ? a.dim(0) : a.dim(1);
+    const int64_t kb = tb[i] ? b.dim(1) : b.dim(0), n = tb[i] ? b.dim(0) : b.dim(1);
+    if (k != kb) {
+      return ctx.Error(absl::StrCat("product ", i, ": inner dimensions differ: A ", DimsString(a.dims()),
+                                    ta[i] ? " (transA)" : "", " and B ", DimsString(b.dims()),
+                                    tb[i] ? " (transB)" : ""));
+    }
+    Tensor& y = ctx.AllocateOutput(i, a.dtype(), {m, n});
+    if (m == 0 || n == 0) continue;
+    OTTR_RETURN_IF_ERROR(VisitGemmType(ctx, a.dtype(), [&]<typename T>() {
+      GemmGeneric<T>(ta[i] != 0, tb[i] != 0, m, n, k, static_cast<double>(alpha[i]), a.data<T>(), a.dim(1),
+                     b.data<T>(), b.dim(1), 0.0, y.data<T>(), n);
+    }));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void RegisterLinalgKernels(KernelRegistry& r) {
   r.Register("", "MatMul", MatMulKernel);
   r.Register("", "Gemm", GemmKernel);
+  r.Register(std::string(ir::kOttrDomain), ir::kGroupedGemmOp, GroupedGemmKernel);
 }
 
 }  // namespace ottr::runtime::cpu

@@ -81,6 +81,7 @@ struct NodeLaunch {
   std::vector<void*> outputs;
   void* workspace = nullptr;
   void* counters = nullptr;  // CompiledOp::counter_bytes of its own, zeroed once
+  void* state = nullptr;     // CompiledOp::state_bytes of its own, written by CompiledOp::init
   bool skip = false;  // a view placed on its input's buffer
   // Multi-stream issue (CudaExecutorOptions::streams): the stream, the launches (indices) whose
   // events it waits for first, and whether a later launch on another stream waits for it.
@@ -154,6 +155,19 @@ double EstimateMicros(const ir::Node& n) {
     const int64_t m = ir::NumElements(od) / std::max<int64_t>(od.back(), 1);
     const double k = static_cast<double>(ir::NumElements(ir::StaticDims(*a->type().shape))) / std::max<int64_t>(m, 1);
     macs = static_cast<double>(ir::NumElements(od)) * k;
+  } else if (op == ir::kGroupedGemmOp) {
+    // Each product i: Yi [m, n] from Ai holding m·k elements.
+    for (int i = 0; i < n.num_outputs() && 2 * i < n.num_inputs(); ++i) {
+      const ir::Value* ai = n.input(2 * i);
+      const ir::Value* yi = n.output(i);
+      if (ai == nullptr || yi == nullptr || !ai->type().is_static() || !yi->type().is_static() || yi->type().rank() != 2) {
+        continue;
+      }
+      const std::vector<int64_t> od = ir::StaticDims(*yi->type().shape);
+      const double k = static_cast<double>(ir::NumElements(ir::StaticDims(*ai->type().shape))) /
+                       static_cast<double>(std::max<int64_t>(od[0], 1));
+      macs += static_cast<double>(ir::NumElements(od)) * k;
+    }
   } else if (op.find("Conv") != std::string::npos && weight != nullptr && largest != nullptr) {
     const std::vector<int64_t> wd = ir::StaticDims(*weight->type().shape);
     macs = static_cast<double>(ir::NumElements(ir::StaticDims(*largest->type().shape))) *
@@ -551,7 +565,11 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
   const int64_t counter_base = stream_base + (want_streams > 1 ? want_streams : 0) * stream_workspace;
   int64_t counter_bytes = 0;
   for (const NodeLaunch& l : launches) counter_bytes += (l.op.counter_bytes + 15) / 16 * 16;
-  arena_bytes = std::max<int64_t>(counter_base + counter_bytes, kAlign);
+  // Then their state (CompiledOp::state_bytes), written by each op's init before the capture.
+  const int64_t state_base = counter_base + counter_bytes;
+  int64_t state_bytes = 0;
+  for (const NodeLaunch& l : launches) state_bytes += (l.op.state_bytes + 15) / 16 * 16;
+  arena_bytes = std::max<int64_t>(state_base + state_bytes, kAlign);
   if (arena != nullptr) cudaFree(arena);
   arena = nullptr;
   OTTR_CUDA_RETURN_IF_ERROR(cudaMalloc(&arena, arena_bytes));
@@ -564,6 +582,14 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
       if (l.op.counter_bytes <= 0) continue;
       l.counters = next;
       next += (l.op.counter_bytes + 15) / 16 * 16;
+    }
+  }
+  if (state_bytes > 0) {
+    char* next = static_cast<char*>(arena) + state_base;
+    for (NodeLaunch& l : launches) {
+      if (l.op.state_bytes <= 0) continue;
+      l.state = next;
+      next += (l.op.state_bytes + 15) / 16 * 16;
     }
   }
   ptr.clear();
@@ -643,6 +669,12 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
   for (const passes::UpdateCopy& u : plan.update_copies) {
     update_copies.push_back({pointer(u.target), pointer(u.value), Bytes(u.target->type())});
   }
+  // The ops' state, from the addresses now fixed (CompiledOp::init), on the main stream.
+  for (NodeLaunch& l : launches) {
+    if (l.skip || !l.op.init) continue;
+    absl::Status s = l.op.init(LaunchArgs{l.inputs, l.outputs, l.workspace, stream.get(), l.counters, l.state});
+    if (!s.ok()) return AnnotateStatus(s, l.node->Describe());
+  }
   OTTR_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream.get()));
   OTTR_RETURN_IF_ERROR(libs->Save());
 
@@ -692,7 +724,7 @@ absl::Status CudaExecutor::Impl::Enqueue() {
     if (l.skip) continue;
     cudaStream_t st = l.stream == 0 ? stream.get() : side_streams[l.stream - 1].get();
     for (int w : l.waits) OTTR_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(st, launch_events[w].get(), 0));
-    LaunchArgs args{l.inputs, l.outputs, l.workspace, st, l.counters};
+    LaunchArgs args{l.inputs, l.outputs, l.workspace, st, l.counters, l.state};
     const std::string label = absl::StrCat(l.node->op_type(), " ", l.node->origin());
     nvtxRangePushA(label.c_str());
     absl::Status s = l.op.launch(args);
@@ -987,7 +1019,7 @@ absl::StatusOr<std::vector<std::pair<const ir::Node*, double>>> CudaExecutor::Ti
   Event ea(a), eb(b);
   for (const NodeLaunch& l : m.launches) {
     if (l.skip) continue;
-    LaunchArgs args{l.inputs, l.outputs, l.workspace, m.stream.get(), l.counters};
+    LaunchArgs args{l.inputs, l.outputs, l.workspace, m.stream.get(), l.counters, l.state};
     for (int i = 0; i < 3; ++i) OTTR_RETURN_IF_ERROR(l.op.launch(args));
     OTTR_CUDA_RETURN_IF_ERROR(cudaEventRecord(a, m.stream.get()));
     for (int i = 0; i < repeats; ++i) OTTR_RETURN_IF_ERROR(l.op.launch(args));

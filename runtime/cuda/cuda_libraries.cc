@@ -43,6 +43,17 @@ absl::StatusOr<std::unique_ptr<CudaLibraries>> CudaLibraries::Create(bool tf32,
 
 CudaLibraries::~CudaLibraries() = default;
 
+absl::StatusOr<cublasHandle_t> CudaLibraries::blas() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!blas_created_) {
+    cublasHandle_t h;
+    OTTR_CUDA_RETURN_IF_ERROR(cublasCreate_v2(&h));
+    blas_ = BlasHandle(h);
+    blas_created_ = true;
+  }
+  return blas_.get();
+}
+
 absl::StatusOr<cudnnHandle_t> CudaLibraries::dnn() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!dnn_created_) {

@@ -5,6 +5,7 @@
 #define OTTR_RUNTIME_CUDA_CUDA_LIBRARIES_H_
 
 #include <cublasLt.h>
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
@@ -52,6 +53,7 @@ using LtMatmulDesc = Handle<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>;
 using LtLayout = Handle<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>;
 using LtPreference = Handle<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>;
 using DnnHandle = Handle<cudnnHandle_t, cudnnDestroy>;
+using BlasHandle = Handle<cublasHandle_t, cublasDestroy_v2>;
 using Stream = Handle<cudaStream_t, cudaStreamDestroy>;
 using Event = Handle<cudaEvent_t, cudaEventDestroy>;
 using GraphExec = Handle<cudaGraphExec_t, cudaGraphExecDestroy>;
@@ -70,6 +72,9 @@ class CudaLibraries {
   cublasLtHandle_t lt() const { return lt_.get(); }
   // cuDNN is created on first use (models without convolutions never load it).
   absl::StatusOr<cudnnHandle_t> dnn();
+  // cuBLAS (grouped GEMMs: ottr::GroupedGemm) is created on first use, in host pointer mode;
+  // callers set its stream and workspace before each call.
+  absl::StatusOr<cublasHandle_t> blas();
 
   // Algorithm cache: opaque values (serialised algorithm records) by shape key. The key must
   // contain everything the choice depends on; the library version and device are added here.
@@ -98,6 +103,8 @@ class CudaLibraries {
   LtHandle lt_;
   DnnHandle dnn_;
   bool dnn_created_ = false;
+  BlasHandle blas_;
+  bool blas_created_ = false;
   std::string cache_file_;
   mutable std::mutex mu_;
   mutable std::map<std::string, std::string> algos_;  // filled from the process cache on lookup

@@ -21,13 +21,14 @@ class CudaLibraries;
 
 // What a launch gets: device pointers of the node's inputs and outputs (null for an omitted
 // input or an output nobody reads), its workspace, the stream and its counters
-// (CompiledOp::counter_bytes; null when it asked for none).
+// (CompiledOp::counter_bytes; null when it asked for none) and its state (CompiledOp::state_bytes).
 struct LaunchArgs {
   const std::vector<void*>& inputs;
   const std::vector<void*>& outputs;
   void* workspace;
   cudaStream_t stream;
   void* counters = nullptr;
+  void* state = nullptr;
 };
 
 using LaunchFn = std::function<absl::Status(const LaunchArgs&)>;
@@ -40,6 +41,12 @@ struct CompiledOp {
   // them to let the last of its blocks finish what needs all the others (a sum of partials) in the
   // same launch, where it would otherwise take a second kernel.
   int64_t counter_bytes = 0;
+  // Bytes of device state the launch keeps for itself (never reused for other data), written by
+  // `init` once the step's addresses are fixed, before the first launch (and before the step is
+  // captured): what every launch reads that depends only on those addresses, such as the table of
+  // operand pointers of a grouped GEMM (cuBLAS reads it from device memory).
+  int64_t state_bytes = 0;
+  std::function<absl::Status(const LaunchArgs&)> init;
   // (output, input) pairs the op produces as a view: the output holds exactly the input's bytes
   // (Reshape, Flatten, Identity...). When the executor places them in one buffer the launch is
   // skipped; otherwise `launch` copies.

@@ -2,7 +2,15 @@
 // vector and beta is 1; otherwise C is broadcast into the output and accumulated with beta.
 // MatMul folds batch dimensions into M when B is a plain matrix, uses strided-batched GEMM when
 // the batch dimensions match (or one side has none), and otherwise runs one GEMM per batch.
+#include <cublas_v2.h>
 #include <nvtx3/nvToolsExt.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "ir/fused_gemm.h"
@@ -214,9 +222,242 @@ absl::StatusOr<CompiledOp> CompileFusedGemm(OpCompileContext& ctx) {
   return op;
 }
 
+// ottr::GroupedGemm (ir/ops/fused_ops.cc): Yi = alpha[i] · op(Ai) · op(Bi) as one
+// cublasGemmGroupedBatchedEx call (a group of one product per problem shape), or as one cuBLASLt
+// GEMM per product on the node's stream, whichever the compile times faster (kept in the
+// algorithm cache: "grouped" / "separate"). OTTR_GROUPED_GEMM=grouped|separate forces the choice
+// (tests). cuBLAS reads the operand pointers from device memory: the node's state holds them
+// (CompiledOp::state_bytes), written once by init.
+struct GroupedProduct {
+  int m = 0, n = 0, k = 0;  // row-major Y [m, n] = op(A) [m, k] · op(B) [k, n]
+  int lda = 0, ldb = 0;     // row lengths of A and B as stored
+  bool ta = false, tb = false;
+  float alpha = 1.0f;
+};
+
+struct GroupedPlan {
+  cudaDataType_t type = CUDA_R_32F;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  std::vector<GroupedProduct> products;
+  // cuBLAS's column-major view: C [n, m] = op'(B) · op'(A), one group per product.
+  std::vector<cublasOperation_t> trans_b, trans_a;
+  std::vector<int> ms, ns, ks, ldbs, ldas, ldcs, sizes;
+  std::vector<float> alphas, betas;
+};
+
+absl::Status RunGrouped(cublasHandle_t h, const GroupedPlan& p, void* const* table, void* workspace,
+                        int64_t workspace_bytes, cudaStream_t stream) {
+  const int count = static_cast<int>(p.products.size());
+  OTTR_CUDA_RETURN_IF_ERROR(cublasSetStream_v2(h, stream));
+  OTTR_CUDA_RETURN_IF_ERROR(cublasSetWorkspace_v2(h, workspace, static_cast<size_t>(workspace_bytes)));
+  // table: B pointers, then A pointers, then the outputs (cuBLAS's A, B and C).
+  OTTR_CUDA_RETURN_IF_ERROR(cublasGemmGroupedBatchedEx(
+      h, p.trans_b.data(), p.trans_a.data(), p.ns.data(), p.ms.data(), p.ks.data(), p.alphas.data(),
+      const_cast<const void* const*>(table), p.type, p.ldbs.data(), const_cast<const void* const*>(table + count),
+      p.type, p.ldas.data(), p.betas.data(), table + 2 * count, p.type, p.ldcs.data(), count, p.sizes.data(),
+      p.compute));
+  return absl::OkStatus();
+}
+
+// The pointer table RunGrouped reads, for the given operands and outputs.
+std::vector<void*> GroupedTable(const std::vector<void*>& inputs, const std::vector<void*>& outputs) {
+  const size_t count = outputs.size();
+  std::vector<void*> t(3 * count);
+  for (size_t i = 0; i < count; ++i) {
+    t[i] = inputs[2 * i + 1];
+    t[count + i] = inputs[2 * i];
+    t[2 * count + i] = outputs[i];
+  }
+  return t;
+}
+
+constexpr int64_t kGroupedWorkspace = 4ll << 20;
+
+absl::StatusOr<CompiledOp> CompileGroupedGemm(OpCompileContext& ctx) {
+  const ir::Node& n = ctx.node();
+  const int count = ctx.num_outputs();
+  const std::vector<int64_t> ta = n.GetInts("transA"), tb = n.GetInts("transB");
+  const std::vector<float> alpha = n.GetFloats("alpha");
+  if (count < 2 || ctx.num_inputs() != 2 * count || static_cast<int>(ta.size()) != count ||
+      static_cast<int>(tb.size()) != count || static_cast<int>(alpha.size()) != count) {
+    return ctx.Error("GroupedGemm needs 2 inputs per output and one transA, transB and alpha per output");
+  }
+  auto plan = std::make_shared<GroupedPlan>();
+  const ir::DType dtype = ctx.input_type(0).dtype;
+  if (dtype == ir::DType::kFloat32) {
+    plan->type = CUDA_R_32F;
+    plan->compute = ctx.libs().tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  } else if (dtype == ir::DType::kFloat16) {
+    plan->type = CUDA_R_16F;
+  } else if (dtype == ir::DType::kBFloat16) {
+    plan->type = CUDA_R_16BF;
+  } else {
+    return ctx.Unsupported(absl::StrCat("GroupedGemm of ", ir::DTypeName(dtype), " (f32, f16 or bf16)"));
+  }
+  std::vector<std::shared_ptr<LtGemm>> separate;
+  int64_t separate_ws = 0;
+  std::string key = absl::StrCat("grouped ", ir::DTypeName(dtype), ctx.libs().tf32() ? " tf32" : "");
+  for (int i = 0; i < count; ++i) {
+    const std::vector<int64_t> ad = ctx.input_dims(2 * i), bd = ctx.input_dims(2 * i + 1);
+    if (ad.size() != 2 || bd.size() != 2 || ctx.input_type(2 * i).dtype != dtype ||
+        ctx.input_type(2 * i + 1).dtype != dtype) {
+      return ctx.Error(absl::StrCat("product ", i, " is not two 2-D ", ir::DTypeName(dtype), " matrices"));
+    }
+    GroupedProduct p;
+    p.ta = ta[i] != 0;
+    p.tb = tb[i] != 0;
+    p.m = static_cast<int>(p.ta ? ad[1] : ad[0]);
+    p.k = static_cast<int>(p.ta ? ad[0] : ad[1]);
+    p.n = static_cast<int>(p.tb ? bd[0] : bd[1]);
+    p.lda = static_cast<int>(ad[1]);
+    p.ldb = static_cast<int>(bd[1]);
+    p.alpha = alpha[i];
+    plan->products.push_back(p);
+    plan->trans_b.push_back(p.tb ? CUBLAS_OP_T : CUBLAS_OP_N);
+    plan->trans_a.push_back(p.ta ? CUBLAS_OP_T : CUBLAS_OP_N);
+    plan->ms.push_back(p.m);
+    plan->ns.push_back(p.n);
+    plan->ks.push_back(p.k);
+    plan->ldbs.push_back(p.ldb);
+    plan->ldas.push_back(p.lda);
+    plan->ldcs.push_back(p.n);
+    plan->sizes.push_back(1);
+    plan->alphas.push_back(p.alpha);
+    plan->betas.push_back(0.0f);
+    absl::StrAppend(&key, " | m", p.m, " n", p.n, " k", p.k, " t", p.ta, p.tb, " a", p.alpha);
+    GemmConfig c;
+    c.dtype = dtype;
+    c.trans_a = p.ta;
+    c.trans_b = p.tb;
+    c.m = p.m;
+    c.n = p.n;
+    c.k = p.k;
+    c.alpha = p.alpha;
+    OTTR_ASSIGN_OR_RETURN(std::shared_ptr<LtGemm> g, LtGemm::Create(ctx.libs(), c));
+    separate_ws = std::max(separate_ws, g->workspace_bytes());
+    separate.push_back(std::move(g));
+  }
+  OTTR_ASSIGN_OR_RETURN(cublasHandle_t blas, ctx.libs().blas());
+  // Grouped or separate: forced, cached, or timed now (each way captured kRuns times into a CUDA
+  // graph on scratch operands, as the executor replays the step).
+  std::string choice;
+  if (const char* env = std::getenv("OTTR_GROUPED_GEMM")) choice = env;
+  if (choice != "grouped" && choice != "separate" && !ctx.libs().LookupAlgo(key, &choice)) {
+    ctx.libs().CountAlgoSearch();
+    std::vector<void*> buffers, ins, outs;
+    auto alloc = [&](int64_t bytes) -> void* {
+      void* p = nullptr;
+      if (cudaMalloc(&p, std::max<int64_t>(bytes, 256)) != cudaSuccess) return nullptr;
+      cudaMemset(p, 0x3c, std::max<int64_t>(bytes, 256));  // not zeros: 1.15e-2 as f32
+      buffers.push_back(p);
+      return p;
+    };
+    const int64_t es = static_cast<int64_t>(ir::DTypeSize(dtype));
+    bool ok = true;
+    for (int i = 0; i < count; ++i) {
+      ins.push_back(alloc(ir::NumElements(ctx.input_dims(2 * i)) * es));
+      ins.push_back(alloc(ir::NumElements(ctx.input_dims(2 * i + 1)) * es));
+      outs.push_back(alloc(ir::NumElements(ctx.output_dims(i)) * es));
+    }
+    void* workspace = alloc(std::max(separate_ws, kGroupedWorkspace));
+    const std::vector<void*> host_table = GroupedTable(ins, outs);
+    void* table = alloc(static_cast<int64_t>(host_table.size() * sizeof(void*)));
+    for (void* p : buffers) ok &= p != nullptr;
+    ok = ok && cudaMemcpy(table, host_table.data(), host_table.size() * sizeof(void*), cudaMemcpyHostToDevice) == cudaSuccess;
+    cudaStream_t stream = nullptr;
+    cudaEvent_t start = nullptr, stop = nullptr;
+    ok = ok && cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess &&
+         cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess;
+    constexpr int kRuns = 8;
+    auto time_in_graph = [&](auto&& run) -> float {
+      if (!run().ok() || cudaStreamSynchronize(stream) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+      }
+      cudaGraph_t graph = nullptr;
+      cudaGraphExec_t exec = nullptr;
+      bool failed = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess;
+      for (int r = 0; r < kRuns && !failed; ++r) failed = !run().ok();
+      if (cudaStreamEndCapture(stream, &graph) != cudaSuccess || graph == nullptr) failed = true;
+      failed = failed || cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess;
+      float ms = 0;
+      failed = failed || cudaGraphLaunch(exec, stream) != cudaSuccess || cudaEventRecord(start, stream) != cudaSuccess ||
+               cudaGraphLaunch(exec, stream) != cudaSuccess || cudaEventRecord(stop, stream) != cudaSuccess ||
+               cudaEventSynchronize(stop) != cudaSuccess || cudaEventElapsedTime(&ms, start, stop) != cudaSuccess;
+      if (exec != nullptr) cudaGraphExecDestroy(exec);
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      if (failed) {
+        cudaGetLastError();
+        return -1;
+      }
+      return ms;
+    };
+    float grouped_ms = -1, separate_ms = -1;
+    if (ok) {
+      grouped_ms = time_in_graph([&] {
+        return RunGrouped(blas, *plan, static_cast<void* const*>(table), workspace, kGroupedWorkspace, stream);
+      });
+      separate_ms = time_in_graph([&]() -> absl::Status {
+        for (int i = 0; i < count; ++i) {
+          OTTR_RETURN_IF_ERROR(separate[i]->Run(ins[2 * i], ins[2 * i + 1], outs[i], nullptr, nullptr, workspace, stream));
+        }
+        return absl::OkStatus();
+      });
+    }
+    if (stream != nullptr) cudaStreamDestroy(stream);
+    if (start != nullptr) cudaEventDestroy(start);
+    if (stop != nullptr) cudaEventDestroy(stop);
+    for (void* p : buffers) cudaFree(p);
+    cudaGetLastError();
+    if (grouped_ms < 0 && separate_ms < 0) {
+      return ctx.Error(absl::StrCat("neither the grouped launch nor the separate GEMMs ran (", key, ")"));
+    }
+    choice = grouped_ms >= 0 && (separate_ms < 0 || grouped_ms < separate_ms) ? "grouped" : "separate";
+    if (std::getenv("OTTR_LOG_GEMM_ALGOS") != nullptr) {
+      std::fprintf(stderr, "gemm %s: grouped %.2f us, separate %.2f us, chose %s\n", key.c_str(),
+                   grouped_ms * 1000.0f / kRuns, separate_ms * 1000.0f / kRuns, choice.c_str());
+    }
+    ctx.libs().StoreAlgo(key, choice);
+  }
+  CompiledOp op;
+  if (choice == "grouped") {
+    op.workspace_bytes = kGroupedWorkspace;
+    op.state_bytes = static_cast<int64_t>(3 * count * sizeof(void*));
+    op.init = [](const LaunchArgs& a) -> absl::Status {
+      const std::vector<void*> t = GroupedTable(a.inputs, a.outputs);
+      for (void* p : t) {
+        if (p == nullptr) return absl::InternalError("GroupedGemm: an operand or output has no buffer");
+      }
+      OTTR_CUDA_RETURN_IF_ERROR(cudaMemcpy(a.state, t.data(), t.size() * sizeof(void*), cudaMemcpyHostToDevice));
+      return absl::OkStatus();
+    };
+    op.launch = [plan, blas](const LaunchArgs& a) -> absl::Status {
+      nvtxRangePushA("GroupedGemm");
+      absl::Status s = RunGrouped(blas, *plan, static_cast<void* const*>(a.state), a.workspace, kGroupedWorkspace, a.stream);
+      nvtxRangePop();
+      return s;
+    };
+    return op;
+  }
+  op.workspace_bytes = separate_ws;
+  op.launch = [separate](const LaunchArgs& a) -> absl::Status {
+    nvtxRangePushA("GroupedGemm (separate)");
+    absl::Status s;
+    for (size_t i = 0; i < separate.size() && s.ok(); ++i) {
+      // An output nobody reads has no buffer: its product is skipped.
+      if (a.outputs[i] == nullptr) continue;
+      s = separate[i]->Run(a.inputs[2 * i], a.inputs[2 * i + 1], a.outputs[i], nullptr, nullptr, a.workspace, a.stream);
+    }
+    nvtxRangePop();
+    return s;
+  };
+  return op;
+}
+
 }  // namespace
 
 void RegisterGemmCudaOps(CudaOpRegistry& r) {
+  r.Register(std::string(ir::kOttrDomain), ir::kGroupedGemmOp, CompileGroupedGemm);
   r.Register("", "Gemm", CompileGemm);
   r.Register("", "MatMul", CompileMatMul);
   r.Register(std::string(ir::kOttrDomain), ir::kFusedGemmOp, CompileFusedGemm);

@@ -531,7 +531,7 @@ absl::Status LtGemm::Autotune(const cublasLtMatmulHeuristicResult_t* results, in
 bool LtGemm::SlicesEligible() const {
   const GemmConfig& c = config_;
   int sms = 0;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) {
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, libs_->device()) != cudaSuccess) {
     cudaGetLastError();
     return false;
   }

@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "ir/fused_gemm.h"
 #include "importer/onnx_importer.h"
 #include "passes/training.h"
 #include "runtime/cpu/cpu_executor.h"
@@ -32,7 +33,7 @@ struct Step {
 };
 
 Step MakeStep(const std::string& model, int64_t batch, std::vector<int64_t> feature_dims, uint64_t seed,
-              bool sgd = false, bool multi_tensor = false, bool channels_last = false) {
+              bool sgd = false, bool multi_tensor = false, bool channels_last = false, bool group_gemms = false) {
   Step s;
   auto f = importer::ImportModelFile(testing::SourcePath(model));
   EXPECT_TRUE(f.ok()) << f.status();
@@ -43,6 +44,7 @@ Step MakeStep(const std::string& model, int64_t batch, std::vector<int64_t> feat
   spec.multi_tensor_updates = multi_tensor;
   spec.channels_last = channels_last;
   spec.fuse_epilogues = channels_last;  // the CUDA pipeline: conv + ReLU, pool grad + ReLU grad fused
+  spec.group_gemms = group_gemms;
   if (sgd) {
     spec.optimizer.kind = passes::OptimizerSpec::Kind::kSgd;
     spec.optimizer.momentum = 0.9f;
@@ -74,11 +76,18 @@ double Norm(const ir::Tensor& t) {
 //  - Adam steps each element by about lr·sign(g), so an element whose gradient is within
 //    rounding of zero may step either way: parameters may differ in at most 0.1% of elements,
 //    by at most 2·lr. One Adam step is compared (a flipped element changes the next gradients).
-// `channels_last`: the GPU step runs the nhwc-layout pass (the CPU step stays channels-first).
+// `channels_last`: the GPU step runs the nhwc-layout pass (the CPU step stays channels-first);
+// `group_gemms`: the GPU step runs group-gemms (ottr::GroupedGemm nodes, grouped or separate as
+// their compile timed).
 void ExpectStepMatchesCpu(const std::string& model, std::vector<int64_t> feature_dims, bool sgd,
-                          bool channels_last = false) {
+                          bool channels_last = false, bool group_gemms = false) {
   Step c = MakeStep(model, 32, feature_dims, 7, sgd, /*multi_tensor=*/false);
-  Step s = MakeStep(model, 32, feature_dims, 7, sgd, /*multi_tensor=*/true, channels_last);
+  Step s = MakeStep(model, 32, feature_dims, 7, sgd, /*multi_tensor=*/true, channels_last, group_gemms);
+  if (group_gemms) {
+    int grouped = 0;
+    for (const ir::Node* n : s.step->nodes()) grouped += n->op_type() == ir::kGroupedGemmOp;
+    EXPECT_GT(grouped, 0) << model << ": group-gemms did not fire";
+  }
   if (channels_last) {
     int nhwc = 0;
     for (const ir::Node* n : s.step->nodes()) nhwc += n->GetString("layout", "") == "NHWC";
@@ -153,6 +162,12 @@ void ExpectStepMatchesCpu(const std::string& model, std::vector<int64_t> feature
 TEST_F(CudaTrainingTest, MlpStepMatchesCpu) {
   ExpectStepMatchesCpu("models/mlp/model.onnx", {784}, /*sgd=*/true);
   ExpectStepMatchesCpu("models/mlp/model.onnx", {784}, /*sgd=*/false);
+}
+// Without the epilogue passes each hidden layer's data and weight gradients are plain products of
+// one ReLU backward's output: group-gemms makes two GroupedGemm nodes of them.
+TEST_F(CudaTrainingTest, GroupedGemmMlpStepMatchesCpu) {
+  ExpectStepMatchesCpu("models/mlp/model.onnx", {784}, /*sgd=*/true, /*channels_last=*/false, /*group_gemms=*/true);
+  ExpectStepMatchesCpu("models/mlp/model.onnx", {784}, /*sgd=*/false, /*channels_last=*/false, /*group_gemms=*/true);
 }
 TEST_F(CudaTrainingTest, CnnStepMatchesCpu) {
   ExpectStepMatchesCpu("models/cnn/model.onnx", {1, 28, 28}, /*sgd=*/true);
