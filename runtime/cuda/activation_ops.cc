@@ -8,11 +8,13 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "ir/status.h"
+#include "runtime/cuda/cuda_libraries.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/cuda_status.h"
 #include "runtime/cuda/kernels/activation.h"
@@ -233,7 +235,11 @@ absl::StatusOr<CompiledOp> CompileLinearReluGrad(OpCompileContext& ctx) {
                                   " must be [R, K], [K, N], [R, N]"));
   }
   const bool weight_grad = ctx.num_outputs() > 2;
-  const kernels::LinearReluGradPlan plan = kernels::MakeLinearReluGradPlan(y[0], y[1], w[0], weight_grad);
+  // dW on the tensor cores under TF32 (kernels::LinearReluGradPlan::tc): opt-in with
+  // OTTR_LRG_MMA=1 until it has been run and timed on the GPU (written in a session without one).
+  const char* mma = std::getenv("OTTR_LRG_MMA");
+  const bool tc = ctx.libs().tf32() && mma != nullptr && std::string(mma) == "1";
+  const kernels::LinearReluGradPlan plan = kernels::MakeLinearReluGradPlan(y[0], y[1], w[0], weight_grad, tc);
   if (plan.kp == 0) return ctx.Unsupported(absl::StrCat("K = ", w[0], " (1 to 16)"));
   auto round_up = [](int64_t b) { return (b + 255) / 256 * 256; };
   // Workspace: the partials, then a place for each output nobody reads.

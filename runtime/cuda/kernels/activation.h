@@ -111,11 +111,14 @@ struct LinearReluGradPlan {
   int64_t k = 0;
   int kp = 0;              // k rounded up to the kernel's size (4, 8, 12, 16); 0: unsupported
   bool weight_grad = false;  // dW and dBz too
+  // dW on the tensor cores (mma.sync TF32, float32 accumulation): TF32 steps only (the dW the
+  // TF32 GEMM it replaces would make); dX, dB and dBz stay float32.
+  bool tc = false;
   int64_t rows_per_block = 0;
   int64_t strips = 0;      // column strips of 64
   int64_t row_blocks = 0;
 };
-LinearReluGradPlan MakeLinearReluGradPlan(int64_t rows, int64_t cols, int64_t k, bool weight_grad);
+LinearReluGradPlan MakeLinearReluGradPlan(int64_t rows, int64_t cols, int64_t k, bool weight_grad, bool tc = false);
 int64_t LinearReluGradWorkspaceBytes(const LinearReluGradPlan& p);
 cudaError_t LaunchLinearReluGrad(const LinearReluGradPlan& p, const float* dz, const float* w, const float* y,
                                  float* dx, float* db, float* dw, float* dbz, void* workspace, unsigned* counters,

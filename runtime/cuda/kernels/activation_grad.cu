@@ -496,12 +496,43 @@ cudaError_t ReluGradBiasGradEntry(const ReluBiasGradPlan& p, const void* dy, con
 // Sums: the block adds its warps' sums (dB, then each row of dW) in warp order into per-row-block
 // partials in the workspace, and the strip's last block adds those in row-block order, as
 // ReluGradBiasGrad does; strip 0's blocks also sum their rows of dZ for dBz. Deterministic.
+//
+// kTc (TF32 steps, with the weight gradient; LinearReluGradPlan::tc): dW on the tensor cores. Each
+// pass's 64 rows of Y are also stored in shared memory (rows 72 floats apart: the fragment reads
+// below hit 32 different banks), and after the pass's barrier warp w multiplies dZᵀ (the pass's
+// rows of zs, K padded to 16) by its 8 columns of the strip, 8 rows at a time:
+// mma.sync.m16n8k8 TF32 (operands rounded to TF32, float32 accumulation), 8 per pass; a second
+// barrier keeps the next pass from overwriting zs and ys before every warp has read them. A warp
+// owns its 8 columns of dW for all of the block's rows, so it writes its row block's partials
+// straight from the accumulator fragments; dB keeps the float32 path above. The float32 CUDA-core
+// sums of dW are 2K multiply-adds per element of Y, half the kernel's arithmetic.
 constexpr int kLrgV = 2;
 constexpr int kLrgStrip = 32 * kLrgV;
 constexpr int kLrgUnroll = 8;
 constexpr int kLrgPassRows = (kThreads / 32) * kLrgUnroll;
+constexpr int kLrgYsStride = kLrgStrip + 8;
+static_assert((kThreads / 32) * 8 == kLrgStrip, "kTc: one 8-column mma tile per warp covers the strip");
+static_assert(kLrgPassRows % 8 == 0, "kTc: 8 rows per mma step");
 
-template <int KP, bool kW, bool kVec>
+__device__ __forceinline__ uint32_t ToTf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+
+// d += a · b for one m16n8k8 TF32 tile (fragments as the PTX ISA lays them out: a0 (g, t), a1
+// (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4); b0 (k t, n g), b1 (k t + 4, n g); d0, d1 (g, 2t,
+// 2t + 1), d2, d3 (g + 8, ...); g = lane / 4, t = lane % 4).
+__device__ __forceinline__ void MmaTf32(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                        uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+template <int KP, bool kW, bool kVec, bool kTc>
 __global__ void __launch_bounds__(kThreads)
     LinearReluGradKernel(const LinearReluGradPlan p, const float* __restrict__ dz, const float* __restrict__ w,
                          const float* y, float* dx, float* __restrict__ db,
@@ -513,6 +544,9 @@ __global__ void __launch_bounds__(kThreads)
   // dZ's rows of this pass and the next, K padded with zeros to KP (a multiple of 4: float4
   // broadcast reads).
   __shared__ __align__(16) float zs[2][kLrgPassRows][KP];
+  // kTc: the pass's rows of Y (this strip's 64 columns).
+  __shared__ __align__(16) float ys[kTc ? kLrgPassRows : 1][kTc ? kLrgYsStride : 1];
+  static_assert(!kTc || kW, "the tensor-core path computes the weight gradient");
   __shared__ bool last;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t cols = p.cols, k = p.k;
@@ -527,7 +561,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int v = 0; v < kLrgV; ++v) wr[j][v] = j < k && c0 + v < cols ? __ldg(w + j * cols + c0 + v) : 0.0f;
   }
   float acc[kLrgV] = {};
-  float accw[kW ? KP : 1][kLrgV] = {};
+  float accw[kW && !kTc ? KP : 1][kLrgV] = {};
+  float dwf[4] = {};  // kTc: this warp's accumulator fragment of dW (rows g, g + 8; 2 columns)
   // A pass: each warp's kLrgUnroll rows of Y (this thread's two columns) into registers, the
   // pass's rows of dZ into registers then shared memory.
   auto load_y = [&](int64_t base, float (&yv)[kLrgUnroll][kLrgV]) {
@@ -600,11 +635,12 @@ __global__ void __launch_bounds__(kThreads)
         for (int j = 0; j < KP; ++j) g = fmaf(zr[j], wr[j][v], g);
         o[v] = yv[u][v] > 0.0f ? g : 0.0f;
         acc[v] += o[v];
-        if constexpr (kW) {
+        if constexpr (kW && !kTc) {
 #pragma unroll
           for (int j = 0; j < KP; ++j) accw[j][v] = fmaf(zr[j], yv[u][v], accw[j][v]);
         }
       }
+      if constexpr (kTc) *reinterpret_cast<float2*>(&ys[row][lane * kLrgV]) = make_float2(yv[u][0], yv[u][1]);
       if (r < r_end) {
         if constexpr (kVec) {
           if (c0 < cols) *reinterpret_cast<float2*>(dx + r * cols + c0) = make_float2(o[0], o[1]);
@@ -618,6 +654,19 @@ __global__ void __launch_bounds__(kThreads)
     }
     if (more) store_z(b ^ 1, zn);  // the buffer the last pass read: every warp left it at the barrier
     __syncthreads();
+    if constexpr (kTc) {
+      const int g = lane >> 2, t = lane & 3, n = warp * 8 + g;
+#pragma unroll
+      for (int ks = 0; ks < kLrgPassRows; ks += 8) {
+        const int r0 = ks + t, r1 = ks + t + 4;
+        const uint32_t a0 = ToTf32(g < KP ? zs[b][r0][g < KP ? g : 0] : 0.0f);
+        const uint32_t a1 = ToTf32(g + 8 < KP ? zs[b][r0][g + 8 < KP ? g + 8 : 0] : 0.0f);
+        const uint32_t a2 = ToTf32(g < KP ? zs[b][r1][g < KP ? g : 0] : 0.0f);
+        const uint32_t a3 = ToTf32(g + 8 < KP ? zs[b][r1][g + 8 < KP ? g + 8 : 0] : 0.0f);
+        MmaTf32(dwf, a0, a1, a2, a3, ToTf32(ys[r0][n]), ToTf32(ys[r1][n]));
+      }
+      __syncthreads();  // zs[b] and ys are rewritten by the next pass
+    }
     b ^= 1;
 #pragma unroll
     for (int u = 0; u < kLrgUnroll; ++u) {
@@ -627,11 +676,21 @@ __global__ void __launch_bounds__(kThreads)
   }
   // Partials: [row block][q][cols], q = 0 for dB, 1 + j for row j of dW; then dBz's [row block][k].
   const int64_t q_count = 1 + (kW ? k : 0);
-  for (int q = 0; q < q_count; ++q) {
+  if constexpr (kTc) {  // dW's rows g and g + 8, columns 8·warp + 2t and + 1, from the fragment
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t j = g + (i >= 2 ? 8 : 0);
+      const int64_t c = strip0 + warp * 8 + 2 * t + (i & 1);
+      if (j < k && c < cols) partials[(static_cast<int64_t>(blockIdx.y) * q_count + 1 + j) * cols + c] = dwf[i];
+    }
+  }
+  const int64_t q_red = kTc ? 1 : q_count;  // the sums the block adds across its warps
+  for (int q = 0; q < q_red; ++q) {
 #pragma unroll
     for (int v = 0; v < kLrgV; ++v) {
       float val = acc[v];
-      if constexpr (kW) {
+      if constexpr (kW && !kTc) {
 #pragma unroll
         for (int j = 0; j < KP; ++j) {
           if (q == j + 1) val = accw[j][v];
@@ -692,12 +751,13 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) counters[blockIdx.x] = 0u;
 }
 
-template <int KP, bool kW, bool kVec>
+template <int KP, bool kW, bool kVec, bool kTc>
 cudaError_t LaunchLinearReluGradAs(const LinearReluGradPlan& p, const float* dz, const float* w, const float* y,
                                    float* dx, float* db, float* dw, float* dbz, float* partials, unsigned* counters,
                                    cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(p.strips), static_cast<unsigned>(p.row_blocks));
-  LinearReluGradKernel<KP, kW, kVec><<<grid, kThreads, 0, stream>>>(p, dz, w, y, dx, db, dw, dbz, partials, counters);
+  LinearReluGradKernel<KP, kW, kVec, kTc>
+      <<<grid, kThreads, 0, stream>>>(p, dz, w, y, dx, db, dw, dbz, partials, counters);
   return cudaGetLastError();
 }
 
@@ -707,8 +767,15 @@ cudaError_t LaunchLinearReluGradK(const LinearReluGradPlan& p, const float* dz, 
                                   cudaStream_t stream) {
   const bool vec = p.cols % kLrgV == 0 && (reinterpret_cast<uintptr_t>(y) & 7) == 0 &&
                    (reinterpret_cast<uintptr_t>(dx) & 7) == 0;
-  return vec ? LaunchLinearReluGradAs<KP, kW, true>(p, dz, w, y, dx, db, dw, dbz, partials, counters, stream)
-             : LaunchLinearReluGradAs<KP, kW, false>(p, dz, w, y, dx, db, dw, dbz, partials, counters, stream);
+  if constexpr (kW) {
+    if (p.tc) {
+      return vec ? LaunchLinearReluGradAs<KP, true, true, true>(p, dz, w, y, dx, db, dw, dbz, partials, counters, stream)
+                 : LaunchLinearReluGradAs<KP, true, false, true>(p, dz, w, y, dx, db, dw, dbz, partials, counters,
+                                                                 stream);
+    }
+  }
+  return vec ? LaunchLinearReluGradAs<KP, kW, true, false>(p, dz, w, y, dx, db, dw, dbz, partials, counters, stream)
+             : LaunchLinearReluGradAs<KP, kW, false, false>(p, dz, w, y, dx, db, dw, dbz, partials, counters, stream);
 }
 
 template <bool kW>
@@ -724,11 +791,11 @@ cudaError_t LaunchLinearReluGradW(const LinearReluGradPlan& p, const float* dz, 
   }
 }
 
-template <int KP, bool kW>
+template <int KP, bool kW, bool kTc>
 int LinearReluGradBlocksPerSm() {
   static const int blocks = [] {
     int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, LinearReluGradKernel<KP, kW, true>, kThreads, 0) !=
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, LinearReluGradKernel<KP, kW, true, kTc>, kThreads, 0) !=
         cudaSuccess) {
       (void)cudaGetLastError();
       n = 1;
@@ -739,18 +806,20 @@ int LinearReluGradBlocksPerSm() {
 }
 
 template <int KP>
-int LinearReluGradBlocks(bool weight_grad) {
-  return weight_grad ? LinearReluGradBlocksPerSm<KP, true>() : LinearReluGradBlocksPerSm<KP, false>();
+int LinearReluGradBlocks(bool weight_grad, bool tc) {
+  if (weight_grad && tc) return LinearReluGradBlocksPerSm<KP, true, true>();
+  return weight_grad ? LinearReluGradBlocksPerSm<KP, true, false>() : LinearReluGradBlocksPerSm<KP, false, false>();
 }
 
 }  // namespace
 
-LinearReluGradPlan MakeLinearReluGradPlan(int64_t rows, int64_t cols, int64_t k, bool weight_grad) {
+LinearReluGradPlan MakeLinearReluGradPlan(int64_t rows, int64_t cols, int64_t k, bool weight_grad, bool tc) {
   LinearReluGradPlan p;
   p.rows = rows;
   p.cols = cols;
   p.k = k;
   p.weight_grad = weight_grad;
+  p.tc = tc && weight_grad;
   p.kp = static_cast<int>((k + 3) / 4 * 4);
   if (k < 1 || p.kp > 16) {
     p.kp = 0;  // unsupported: the launch refuses it
@@ -758,10 +827,10 @@ LinearReluGradPlan MakeLinearReluGradPlan(int64_t rows, int64_t cols, int64_t k,
   }
   int per_sm = 1;
   switch (p.kp) {
-    case 4: per_sm = LinearReluGradBlocks<4>(weight_grad); break;
-    case 8: per_sm = LinearReluGradBlocks<8>(weight_grad); break;
-    case 12: per_sm = LinearReluGradBlocks<12>(weight_grad); break;
-    default: per_sm = LinearReluGradBlocks<16>(weight_grad); break;
+    case 4: per_sm = LinearReluGradBlocks<4>(weight_grad, p.tc); break;
+    case 8: per_sm = LinearReluGradBlocks<8>(weight_grad, p.tc); break;
+    case 12: per_sm = LinearReluGradBlocks<12>(weight_grad, p.tc); break;
+    default: per_sm = LinearReluGradBlocks<16>(weight_grad, p.tc); break;
   }
   p.strips = std::max<int64_t>(1, (cols + kLrgStrip - 1) / kLrgStrip);
   // One wave of resident blocks, each block's rows a multiple of a full unrolled pass.

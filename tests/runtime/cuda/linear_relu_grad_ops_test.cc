@@ -9,7 +9,14 @@
 // Σ_r |term| for dW (terms dZ·Y) and, for dB, that over the kernel's dX plus the dX errors above
 // summed over the column. dBz: one thread sums its block's rows in order, then the row blocks:
 // depth <= rows + 40.
+//
+// The tensor-core weight gradient (OTTR_LRG_MMA=1 under TF32, LinearReluGradPlan::tc): dZ and Y
+// rounded to TF32 (2^-11 relative each, 2^-10 for a product; 2^-9 allows truncation instead of
+// rounding), accumulated in float32 by mma.sync along the block's rows (rows / 8 steps deep) and
+// then the row blocks: |dW' - dW| <= (2^-9 + 2·(D + 1)·u)·Σ_r |dZ·Y|, the factor 2 for the tensor
+// cores' accumulation, which need not round to nearest. dX, dB and dBz take the float32 path.
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -46,8 +53,8 @@ int CountOutside(const char* what, const Tensor& got, const Tensor& want, BoundF
 // Every shape twice on one compiled executor (different inputs: the counters must be left zero by
 // the first run, or the second would not write the sums), with and without the weight gradient,
 // and once with dX and dW unread (written to the workspace; dB and dBz still right).
-TEST(CudaLinearReluGradTest, MatchesCpuOnEveryShape) {
-  OTTR_REQUIRE_CUDA_DEVICE();
+// `mma`: the TF32 tensor-core weight gradient (OTTR_LRG_MMA=1, TF32 on), else float32 throughout.
+void ExpectLinearReluGradMatchesCpu(bool mma) {
   // The small MLP's head at batch 8192 and the MLP 4096x4's at 4096 (classes padded to 12), odd
   // column counts (the scalar path, a partial strip), every kernel size (K 1..16), one row, a
   // narrow tall matrix (many row blocks for one strip), rows not a multiple of the 32-row pass.
@@ -81,13 +88,18 @@ TEST(CudaLinearReluGradTest, MatchesCpuOnEveryShape) {
       auto cpu = runtime::cpu::CpuExecutor::Create(**g_full);
       ASSERT_TRUE(cpu.ok()) << cpu.status();
       cuda::CudaExecutorOptions o;
-      o.tf32 = false;
+      o.tf32 = mma;
+      struct Unset {  // the executor reads the variable when it compiles, at its first run
+        ~Unset() { unsetenv("OTTR_LRG_MMA"); }
+      } unset;
+      if (mma) setenv("OTTR_LRG_MMA", "1", 1);
       auto gpu = cuda::CudaExecutor::Create(**g, o);
       ASSERT_TRUE(gpu.ok()) << gpu.status();
       for (const runtime::TensorMap* feeds : {&feeds_a, &feeds_b}) {
         auto want = (*cpu)->Run(*feeds);
         ASSERT_TRUE(want.ok()) << want.status();
         auto got = (*gpu)->Run(*feeds);
+        unsetenv("OTTR_LRG_MMA");
         ASSERT_TRUE(got.ok()) << got.status();
         const Tensor& dz = feeds->at("in0");
         const Tensor& w = feeds->at("in1");
@@ -122,7 +134,7 @@ TEST(CudaLinearReluGradTest, MatchesCpuOnEveryShape) {
             const int64_t j = i / s.cols, col = i % s.cols;
             double a = 0;
             for (int64_t r = 0; r < s.rows; ++r) a += std::abs(dz.GetAsDouble(r * s.k + j) * y.GetAsDouble(r * s.cols + col));
-            return (depth + 1) * u * a;
+            return mma ? (std::ldexp(1.0, -9) + 2 * (depth + 1) * u) * a : (depth + 1) * u * a;
           });
         }
         if (form != Form::kHeadOnly) {
@@ -137,6 +149,17 @@ TEST(CudaLinearReluGradTest, MatchesCpuOnEveryShape) {
       }
     }
   }
+}
+
+TEST(CudaLinearReluGradTest, MatchesCpuOnEveryShape) {
+  OTTR_REQUIRE_CUDA_DEVICE();
+  ExpectLinearReluGradMatchesCpu(/*mma=*/false);
+}
+
+// The same shapes and bounds with the weight gradient on the tensor cores (the bound above).
+TEST(CudaLinearReluGradTest, TensorCoreWeightGradMatchesCpu) {
+  OTTR_REQUIRE_CUDA_DEVICE();
+  ExpectLinearReluGradMatchesCpu(/*mma=*/true);
 }
 
 }  // namespace
