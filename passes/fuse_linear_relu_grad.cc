@@ -18,6 +18,16 @@
 // sums are float32 FMAs of float32 values: closer to the exact sums than the TF32 GEMMs it
 // replaces). It runs after fuse-relu-grad-bgrad, fuse-gemm-bgrad (which makes the bgrada node)
 // and fuse-linear-sce (whose one-kernel head takes batches up to 1024 rows first).
+//
+// A classifier padded to K columns by pad-gemm-dims has its weight and bias gradients sliced back
+// to M rows by Pads with negative pads (the gradients of the forward's Pads); when those Pads are
+// the gradients' only readers the node writes the M rows itself ({weight_rows = M}) and the Pads
+// go: two launches fewer, which on the H100 took 9 and 8.7 µs each in the step (tiny grids beside
+// the GEMMs) on the stream of the next weight gradient.
+#include <map>
+#include <optional>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "ir/fused_gemm.h"
 #include "ir/status.h"
@@ -38,7 +48,60 @@ struct Plan {
   Node* dgrad = nullptr;   // dY = dZ · W
   Node* wgrad = nullptr;   // dW = dZᵀ · Y (and dBz), or null
   bool wgrad_bias = false;  // wgrad is the bgrada FusedGemm
+  // The Pads that keep the first `weight_rows` rows of dW (and dBz), folded into the node.
+  Node* dw_slice = nullptr;
+  Node* dbz_slice = nullptr;
+  int64_t weight_rows = 0;
 };
+
+// The int64 values of `v` when it is a constant (a Constant node's value or an initializer).
+std::optional<std::vector<int64_t>> ConstInts(const Value* v) {
+  const ir::Tensor* t = nullptr;
+  if (v == nullptr) return std::nullopt;
+  if (v->initializer() != nullptr) {
+    t = v->initializer();
+  } else if (v->producer() != nullptr && fusion::IsOnnx(v->producer(), "Constant") &&
+             v->producer()->attr("value") != nullptr &&
+             v->producer()->attr("value")->kind() == ir::Attribute::Kind::kTensor) {
+    t = &v->producer()->attr("value")->t();
+  }
+  if (t == nullptr || t->dtype() != ir::DType::kInt64) return std::nullopt;
+  return std::vector<int64_t>(t->data<int64_t>(), t->data<int64_t>() + t->num_elements());
+}
+
+// The rows M < K that the only reader of `v` (rank 1 or 2, K rows) keeps: a constant-mode Pad
+// whose pads are all zero but the end of axis 0, -(K - M). Else 0.
+int64_t SlicedRows(const Value* v, Node** pad) {
+  Node* n = fusion::SoleUser(v);
+  if (n == nullptr || !fusion::IsOnnx(n, "Pad") || n->input(0) != v || n->GetString("mode", "constant") != "constant" ||
+      n->num_inputs() > 3 || !v->type().is_static()) {
+    return 0;
+  }
+  const std::optional<std::vector<int64_t>> pads = ConstInts(n->input(1));
+  const int64_t rank = v->type().rank();
+  if (!pads || static_cast<int64_t>(pads->size()) != 2 * rank) return 0;
+  const int64_t k = ir::StaticDims(*v->type().shape)[0];
+  for (int64_t i = 0; i < 2 * rank; ++i) {
+    if (i != rank && (*pads)[i] != 0) return 0;
+  }
+  const int64_t m = k + (*pads)[rank];
+  if (m < 1 || m >= k) return 0;
+  *pad = n;
+  return m;
+}
+
+// Sets p's slices when dW's (and, with bgrada, dBz's) only reader keeps the same first rows.
+void FindSlices(Plan& p) {
+  if (p.wgrad == nullptr) return;
+  Node* dw_pad = nullptr;
+  Node* dbz_pad = nullptr;
+  const int64_t m = SlicedRows(p.wgrad->output(0), &dw_pad);
+  if (m == 0) return;
+  if (p.wgrad_bias && SlicedRows(p.wgrad->output(1), &dbz_pad) != m) return;
+  p.dw_slice = dw_pad;
+  p.dbz_slice = dbz_pad;
+  p.weight_rows = m;
+}
 
 bool IsF32Matrix(const Value* v) {
   const ir::TensorType& t = v->type();
@@ -103,6 +166,7 @@ std::optional<Plan> Match(Node* r, std::string* why) {
     return std::nullopt;
   }
   FindWeightGrad(dz, y, p);
+  FindSlices(p);
   return p;
 }
 
@@ -110,14 +174,20 @@ absl::Status Rewrite(ir::Graph& g, const Plan& p, std::ostream* remarks) {
   Node* r = p.relu;
   std::vector<std::string> names = {g.UniqueName(r->output(0)->name() + ".fused"),
                                     g.UniqueName(r->output(1)->name() + ".fused")};
+  // The values the node's dW and dBz replace: the Pads' outputs when it writes the kept rows.
+  const Value* dw_out = p.dw_slice != nullptr ? p.dw_slice->output(0) : p.wgrad != nullptr ? p.wgrad->output(0) : nullptr;
+  const Value* dbz_out = p.dbz_slice != nullptr ? p.dbz_slice->output(0)
+                         : p.wgrad_bias         ? p.wgrad->output(1)
+                                                : nullptr;
   if (p.wgrad != nullptr) {
-    names.push_back(g.UniqueName(p.wgrad->output(0)->name() + ".fused"));
-    names.push_back(g.UniqueName((p.wgrad_bias ? p.wgrad->output(1)->name() : p.wgrad->output(0)->name() + ".bias") +
-                                 ".fused"));
+    names.push_back(g.UniqueName(dw_out->name() + ".fused"));
+    names.push_back(g.UniqueName((dbz_out != nullptr ? dbz_out->name() : dw_out->name() + ".bias") + ".fused"));
   }
+  std::map<std::string, ir::Attribute> attrs;
+  if (p.weight_rows > 0) attrs["weight_rows"] = p.weight_rows;
   OTTR_ASSIGN_OR_RETURN(Node * f, fusion::AddInferred(g, {"LinearReluGrad", std::string(ir::kOttrDomain),
                                                           {p.dgrad->input(0), p.dgrad->input(1), r->input(1)},
-                                                          names, {}, r->origin()}));
+                                                          names, std::move(attrs), r->origin()}));
   std::string what = absl::StrCat(p.dgrad->Describe(), " + ", r->Describe());
   fusion::Renames renames;
   renames.Replace(g, r->output(0), f->output(0));
@@ -125,15 +195,21 @@ absl::Status Rewrite(ir::Graph& g, const Plan& p, std::ostream* remarks) {
   std::vector<Node*> dead = {r, p.dgrad};
   if (p.wgrad != nullptr) {
     absl::StrAppend(&what, " + ", p.wgrad->Describe());
-    renames.Replace(g, p.wgrad->output(0), f->output(2));
-    if (p.wgrad_bias) renames.Replace(g, p.wgrad->output(1), f->output(3));
+    renames.Replace(g, const_cast<Value*>(dw_out), f->output(2));
+    if (dbz_out != nullptr) renames.Replace(g, const_cast<Value*>(dbz_out), f->output(3));
+    // The Pads first (they read the weight gradient's outputs).
+    if (p.dw_slice != nullptr) dead.insert(dead.begin(), p.dw_slice);
+    if (p.dbz_slice != nullptr) dead.insert(dead.begin(), p.dbz_slice);
     dead.push_back(p.wgrad);
   }
   OTTR_RETURN_IF_ERROR(fusion::EraseDead(g, dead));
   renames.Apply(g);
   Remark(remarks, kName,
          absl::StrCat("fused ", what, " -> ottr::LinearReluGrad (K = ", ir::StaticDims(*f->input(0)->type().shape)[1],
-                      p.wgrad != nullptr ? ", with the weight gradient)" : ")"));
+                      p.wgrad != nullptr ? ", with the weight gradient" : "",
+                      p.weight_rows > 0 ? absl::StrCat(", its first ", p.weight_rows, " rows: the slicing Pads folded")
+                                        : "",
+                      ")"));
   return absl::OkStatus();
 }
 

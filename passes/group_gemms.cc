@@ -17,9 +17,15 @@
 // point never depend on each other: a product that reads another's output is ready after it.
 //
 // The node computes what the products computed (the CPU reference runs each as the Gemm kernel:
-// the same bits). Off by default (TrainingSpec::group_gemms, `--group-gemms on`): the CUDA
-// executor's two streams already overlap independent products, and the grouped launch has not yet
-// been timed against that on the GPU.
+// the same bits). Off by default (TrainingSpec::group_gemms, `--group-gemms on`): on the H100
+// (bench/RESULTS.md 2026-12-05) cuBLAS's grouped launch was slower than separate cuBLASLt GEMMs
+// for every pair the pass made (a layer's data and weight gradients: 128 x 512 x 512 with its
+// weight gradient 59.5 against 13.3 µs, 4096³ pairs 5514 against 5216 µs), so each node ran its
+// products one after the other on one stream, where without the pass the executor's two streams
+// overlap them: the small MLP without epilogues (fp32, batch 128) 85.6 / 85.7 against 80.4 / 80.1
+// µs, the MLP 4096x4 in fp32 32053 against 31590 µs, in TF32 without kmajor-gemm-operands 5684
+// against 5555 µs. With TF32's default passes it finds no pair in the bench MLPs (the epilogues
+// and K-major transposes leave none ready together).
 #include <algorithm>
 #include <map>
 #include <vector>

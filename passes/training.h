@@ -140,9 +140,10 @@ struct TrainingSpec {
   // passes/kmajor_gemm.cc). The tools turn it on for the CUDA executor.
   bool kmajor_gemm_operands = false;
   // Independent plain products (no epilogue) ready at the same point of the step become one
-  // ottr::GroupedGemm (group-gemms, passes/group_gemms.cc): one grouped launch on the GPU. Off
-  // until the grouped launch is timed on the GPU against the two streams that already overlap
-  // such products (`--group-gemms on`).
+  // ottr::GroupedGemm (group-gemms, passes/group_gemms.cc): one grouped launch on the GPU where it
+  // times faster. Off (`--group-gemms on`): cuBLAS's grouped launch was slower than separate
+  // GEMMs for every pair measured, and a node run as separate GEMMs loses the two streams'
+  // overlap (bench/RESULTS.md 2026-12-05).
   bool group_gemms = false;
   // With kBf16/kFp16 and a grouped update: the optimizer writes each parameter's 16-bit copy for
   // the next forward instead of a Cast per parameter per step (optimizer-low-copies,

@@ -17,7 +17,9 @@
 //   dB[c]     = Σ_r dX[r, c]                             (the bias gradient of Y's layer)
 //   dW[j, c]  = Σ_r dZ[r, j]·Y[r, c]                     (optional: the layer's weight gradient)
 //   dBz[j]    = Σ_r dZ[r, j]                             (optional, with dW: its bias gradient)
-// dZ [R, K], W [K, N] and Y [R, N] are static 2-D float32.
+// dZ [R, K], W [K, N] and Y [R, N] are static 2-D float32. {weight_rows = M} (M <= K, default K):
+// dW and dBz hold only their first M rows (a classifier padded to K columns by pad-gemm-dims,
+// whose gradients the step slices back to M).
 //
 // ottr::GroupedGemm(A0, B0, A1, B1, ...) -> (Y0, Y1, ...) {transA, transB: ints; alpha: floats,
 // one per product}: Yi = alpha[i] · op(Ai) · op(Bi), independent products of one element type run
@@ -174,11 +176,15 @@ absl::Status InferLinearReluGrad(InferenceContext& ctx) {
                                   kLinearReluGradMaxK));
   }
   if (ctx.node().num_outputs() == 3) return ctx.Error("dW comes with dBz: 2 or 4 outputs");
+  const int64_t rows = ctx.node().GetInt("weight_rows", zd[1]);
+  if (rows < 1 || rows > zd[1]) {
+    return ctx.Error(absl::StrCat("weight_rows = ", rows, " must be 1 to K = ", zd[1]));
+  }
   ctx.set_output_type(0, y);
   ctx.set_output_type(1, TensorType(DType::kFloat32, Shape{yd[1]}));
   if (ctx.node().num_outputs() > 2) {
-    ctx.set_output_type(2, w);
-    ctx.set_output_type(3, TensorType(DType::kFloat32, Shape{zd[1]}));
+    ctx.set_output_type(2, TensorType(DType::kFloat32, Shape{rows, wd[1]}));
+    ctx.set_output_type(3, TensorType(DType::kFloat32, Shape{rows}));
   }
   return absl::OkStatus();
 }
@@ -232,6 +238,7 @@ void RegisterFusedOps(OpRegistry& r) {
   r.Register(OpSchemaBuilder(std::string(kOttrDomain), "LinearReluGrad")
                  .Inputs(3, 3)
                  .Outputs(2, 4)
+                 .Attr("weight_rows", Kind::kInt)
                  .Shape(InferLinearReluGrad)
                  .NotDifferentiable()
                  .Build());

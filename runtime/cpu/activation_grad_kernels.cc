@@ -248,8 +248,11 @@ absl::Status LinearReluGradKernel(KernelContext& ctx) {
   const float* pw = w.data<float>();
   const float* py = y.data<float>();
   if (ctx.num_outputs() > 2) {
-    Tensor& dw = ctx.AllocateOutput(2, ir::DType::kFloat32, {k, cols});
-    Tensor& dbz = ctx.AllocateOutput(3, ir::DType::kFloat32, {k});
+    // {weight_rows = M}: only dW's and dBz's first M rows (each value as without the attribute).
+    const int64_t m = ctx.attr_int("weight_rows", k);
+    if (m < 1 || m > k) return ctx.Error(absl::StrCat("weight_rows = ", m, " must be 1 to K = ", k));
+    Tensor& dw = ctx.AllocateOutput(2, ir::DType::kFloat32, {m, cols});
+    Tensor& dbz = ctx.AllocateOutput(3, ir::DType::kFloat32, {m});
     std::vector<double> sum_w(k * cols, 0.0), sum_z(k, 0.0);
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t j = 0; j < k; ++j) {
@@ -258,8 +261,8 @@ absl::Status LinearReluGradKernel(KernelContext& ctx) {
         for (int64_t c = 0; c < cols; ++c) sum_w[j * cols + c] += z * py[r * cols + c];
       }
     }
-    for (int64_t i = 0; i < k * cols; ++i) dw.data<float>()[i] = static_cast<float>(sum_w[i]);
-    for (int64_t j = 0; j < k; ++j) dbz.data<float>()[j] = static_cast<float>(sum_z[j]);
+    for (int64_t i = 0; i < m * cols; ++i) dw.data<float>()[i] = static_cast<float>(sum_w[i]);
+    for (int64_t j = 0; j < m; ++j) dbz.data<float>()[j] = static_cast<float>(sum_z[j]);
   }
   // dX last: it may be Y's buffer (memory_planner.cc's in-place rules).
   Tensor& dx = ctx.AllocateOutput(0, ir::DType::kFloat32, {rows, cols});

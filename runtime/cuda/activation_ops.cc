@@ -235,12 +235,19 @@ absl::StatusOr<CompiledOp> CompileLinearReluGrad(OpCompileContext& ctx) {
                                   " must be [R, K], [K, N], [R, N]"));
   }
   const bool weight_grad = ctx.num_outputs() > 2;
-  // dW on the tensor cores under TF32 (kernels::LinearReluGradPlan::tc): opt-in with
-  // OTTR_LRG_MMA=1 until it has been run and timed on the GPU (written in a session without one).
+  // dW on the tensor cores under TF32 (kernels::LinearReluGradPlan::tc; OTTR_LRG_MMA=0 keeps the
+  // float32 CUDA-core sums): on the H100 the small MLP's head at batch 8192 took 24.0 against
+  // 27.2 µs, the step 201.1 / 200.7 against 205.4 / 204.4 µs (bench/RESULTS.md 2026-12-05).
   const char* mma = std::getenv("OTTR_LRG_MMA");
-  const bool tc = ctx.libs().tf32() && mma != nullptr && std::string(mma) == "1";
-  const kernels::LinearReluGradPlan plan = kernels::MakeLinearReluGradPlan(y[0], y[1], w[0], weight_grad, tc);
+  const bool tc = ctx.libs().tf32() && (mma == nullptr || std::string(mma) != "0");
+  kernels::LinearReluGradPlan plan = kernels::MakeLinearReluGradPlan(y[0], y[1], w[0], weight_grad, tc);
   if (plan.kp == 0) return ctx.Unsupported(absl::StrCat("K = ", w[0], " (1 to 16)"));
+  if (weight_grad) {
+    plan.weight_rows = ctx.node().GetInt("weight_rows", w[0]);
+    if (plan.weight_rows < 1 || plan.weight_rows > w[0]) {
+      return ctx.Error(absl::StrCat("weight_rows = ", plan.weight_rows, " must be 1 to K = ", w[0]));
+    }
+  }
   auto round_up = [](int64_t b) { return (b + 255) / 256 * 256; };
   // Workspace: the partials, then a place for each output nobody reads.
   std::vector<int64_t> spare(ctx.num_outputs(), -1);

@@ -113,6 +113,46 @@ std::string Edit(const std::string& from, const std::string& to) {
   return s;
 }
 
+// A classifier padded from 10 to 12 classes (pad-gemm-dims): its weight and bias gradients are
+// sliced back to 10 rows by Pads with negative end pads. The node writes those rows itself and the
+// Pads go; the values are the same (the rows dropped are rows the Pads dropped). When the two Pads
+// keep different rows, or a Pad reads something else too, nothing is folded.
+TEST(FuseLinearReluGradTest, FoldsTheSlicesOfAPaddedClassifier) {
+  const std::string sliced = Edit("  output %dh\n", R"(  %pw : i64[4] = Constant() {value = tensor<i64[4] [0, 0, -2, 0]>}
+  %pb : i64[2] = Constant() {value = tensor<i64[2] [0, -2]>}
+  %dw10 : f32[10,24] = Pad(%dw, %pw) {mode = "constant"} origin "fc2/grad"
+  %dbz10 : f32[10] = Pad(%dbz, %pb) {mode = "constant"} origin "fc2/grad"
+  output %dh
+  output %dw10
+  output %dbz10
+)");
+  std::string text = sliced;
+  text.replace(text.find("  output %dw\n"), 13, "");
+  text.replace(text.find("  output %dbz\n"), 14, "");
+  PassRun r = RunPass(text);
+  ASSERT_TRUE(r.after);
+  EXPECT_TRUE(r.changed);
+  EXPECT_EQ(IrBody(*r.after),
+            "  %dh : f32[40,24], %b.grad : f32[24], %dw10 : f32[10,24], %dbz10 : f32[10] = ottr::LinearReluGrad(%dz, "
+            "%w, %y) {weight_rows = 10} origin \"relu1/grad\"\n"
+            "  output %dh, %dw10, %dbz10, %b.grad\n");
+  EXPECT_TRUE(absl::StrContains(r.remarks, "(K = 12, with the weight gradient, its first 10 rows: the slicing Pads "
+                                           "folded)"))
+      << r.remarks;
+  testing::ExpectSameOutputs(r, 14, 1e-5);
+
+  // dBz's Pad keeps 11 rows: both Pads stay, the node writes all 12 rows.
+  std::string mismatched = text;
+  mismatched.replace(mismatched.find("[0, -2]>}"), 9, "[0, -1]>}");
+  mismatched.replace(mismatched.find("%dbz10 : f32[10]"), 16, "%dbz10 : f32[11]");
+  PassRun m = RunPass(mismatched);
+  ASSERT_TRUE(m.after);
+  EXPECT_TRUE(m.changed);
+  EXPECT_EQ(CountOps(*m.after, "Pad"), 2);
+  EXPECT_TRUE(absl::StrContains(m.remarks, "(K = 12, with the weight gradient)")) << m.remarks;
+  testing::ExpectSameOutputs(m, 15, 1e-5);
+}
+
 TEST(FuseLinearReluGradTest, DeclinesWhatItCannotFuse) {
   const std::string dgrad = "  %dy : f32[40,24] = Gemm(%dz, %w) origin \"fc2/grad\"\n";
   const Decline cases[] = {
@@ -212,6 +252,9 @@ TEST(LinearReluGradOpTest, ShapeInferenceRejectsBadOperands) {
       {"%a : f32[40,24], %b : f32[24] = ottr::LinearReluGrad(%dz, %w2, %y)", "must be static 2-D f32"},
       {"%a : f32[40,24], %b : f32[24], %c : f32[12,24] = ottr::LinearReluGrad(%dz, %w, %y)", "2 or 4 outputs"},
       {"%a : f32[40,24], %b : f32[24] = ottr::LinearReluGrad(%dz, %w, %yb)", "must be static 2-D f32"},
+      {"%a : f32[40,24], %b : f32[24], %c : f32[13,24], %d : f32[13] = ottr::LinearReluGrad(%dz, %w, %y) "
+       "{weight_rows = 13}",
+       "weight_rows = 13 must be 1 to K = 12"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.node);
@@ -258,7 +301,9 @@ TEST(FuseLinearReluGradTrainingTest, MlpStepMatchesTheStepWithoutIt) {
   testing::ModelStep with = testing::RunStepOnCpu(**forward, {batch, 784}, spec, 1e-3f, o);
   ASSERT_TRUE(with.step);
   EXPECT_EQ(CountOps(*with.step, "LinearReluGrad"), 1) << remarks.str();
-  EXPECT_TRUE(absl::StrContains(remarks.str(), "with the weight gradient)")) << remarks.str();
+  // The padded classifier's gradient slices are folded into the node: two Pads fewer.
+  EXPECT_TRUE(absl::StrContains(remarks.str(), "with the weight gradient, its first 10 rows: the slicing Pads folded)"))
+      << remarks.str();
   auto plan = passes::PlanMemory(*with.step);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_TRUE(passes::VerifyPlan(*with.step, *plan).ok());
@@ -266,6 +311,7 @@ TEST(FuseLinearReluGradTrainingTest, MlpStepMatchesTheStepWithoutIt) {
   testing::ModelStep without = testing::RunStepOnCpu(**forward, {batch, 784}, spec, 1e-3f);
   ASSERT_TRUE(without.step);
   EXPECT_EQ(CountOps(*without.step, "LinearReluGrad"), 0);
+  EXPECT_EQ(CountOps(*without.step, "Pad") - CountOps(*with.step, "Pad"), 2);
   ASSERT_EQ(with.outputs.size(), without.outputs.size());
   ASSERT_GT(with.outputs.size(), 1u);
   for (size_t i = 0; i < with.outputs.size(); ++i) {

@@ -114,6 +114,7 @@ struct LinearReluGradPlan {
   // dW on the tensor cores (mma.sync TF32, float32 accumulation): TF32 steps only (the dW the
   // TF32 GEMM it replaces would make); dX, dB and dBz stay float32.
   bool tc = false;
+  int64_t weight_rows = 0;  // dW's and dBz's rows written (the first ones; ottr's {weight_rows})
   int64_t rows_per_block = 0;
   int64_t strips = 0;      // column strips of 64
   int64_t row_blocks = 0;

@@ -739,11 +739,11 @@ __global__ void __launch_bounds__(kThreads)
     }
     if (q == 0) {
       db[c] = sum;
-    } else {
+    } else if (q - 1 < p.weight_rows) {
       dw[(q - 1) * cols + c] = sum;
     }
   }
-  if (kW && blockIdx.x == 0 && threadIdx.x < k) {
+  if (kW && blockIdx.x == 0 && threadIdx.x < p.weight_rows) {
     float sum = 0.0f;
     for (unsigned b = 0; b < gridDim.y; ++b) sum += __ldcg(&z_partials[static_cast<int64_t>(b) * k + threadIdx.x]);
     dbz[threadIdx.x] = sum;
@@ -820,6 +820,7 @@ LinearReluGradPlan MakeLinearReluGradPlan(int64_t rows, int64_t cols, int64_t k,
   p.k = k;
   p.weight_grad = weight_grad;
   p.tc = tc && weight_grad;
+  p.weight_rows = weight_grad ? k : 0;
   p.kp = static_cast<int>((k + 3) / 4 * 4);
   if (k < 1 || p.kp > 16) {
     p.kp = 0;  // unsupported: the launch refuses it

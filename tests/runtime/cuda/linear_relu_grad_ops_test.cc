@@ -10,7 +10,7 @@
 // summed over the column. dBz: one thread sums its block's rows in order, then the row blocks:
 // depth <= rows + 40.
 //
-// The tensor-core weight gradient (OTTR_LRG_MMA=1 under TF32, LinearReluGradPlan::tc): dZ and Y
+// The tensor-core weight gradient (under TF32, the default; LinearReluGradPlan::tc): dZ and Y
 // rounded to TF32 (2^-11 relative each, 2^-10 for a product; 2^-9 allows truncation instead of
 // rounding), accumulated in float32 by mma.sync along the block's rows (rows / 8 steps deep) and
 // then the row blocks: |dW' - dW| <= (2^-9 + 2·(D + 1)·u)·Σ_r |dZ·Y|, the factor 2 for the tensor
@@ -35,6 +35,7 @@ const std::string kOttr(ir::kOttrDomain);
 
 struct Dims {
   int64_t rows, cols, k;
+  int64_t weight_rows = 0;  // > 0: {weight_rows}, dW and dBz keep their first rows only
 };
 
 // Counts the elements of `got` outside `bound(i)` of `want` (and any NaN), reporting the first few.
@@ -53,26 +54,32 @@ int CountOutside(const char* what, const Tensor& got, const Tensor& want, BoundF
 // Every shape twice on one compiled executor (different inputs: the counters must be left zero by
 // the first run, or the second would not write the sums), with and without the weight gradient,
 // and once with dX and dW unread (written to the workspace; dB and dBz still right).
-// `mma`: the TF32 tensor-core weight gradient (OTTR_LRG_MMA=1, TF32 on), else float32 throughout.
+// `mma`: the TF32 tensor-core weight gradient (TF32 on), else float32 throughout (TF32 off and
+// OTTR_LRG_MMA=0: either alone keeps the float32 sums).
 void ExpectLinearReluGradMatchesCpu(bool mma) {
   // The small MLP's head at batch 8192 and the MLP 4096x4's at 4096 (classes padded to 12), odd
   // column counts (the scalar path, a partial strip), every kernel size (K 1..16), one row, a
   // narrow tall matrix (many row blocks for one strip), rows not a multiple of the 32-row pass.
   const std::vector<Dims> shapes = {{8192, 512, 12}, {4096, 1000, 12}, {37, 101, 10}, {1, 300, 3},
-                                    {129, 64, 16},   {20000, 8, 1},    {300, 130, 7}, {513, 66, 5}};
+                                    {129, 64, 16},   {20000, 8, 1},    {300, 130, 7}, {513, 66, 5},
+                                    // the padded classifier with its slices folded (10 of 12 rows), odd sizes
+                                    {8192, 512, 12, 10}, {301, 70, 16, 9}};
   enum class Form { kHeadOnly, kWithWeightGrad, kUnreadDxDw };
   const double u = std::ldexp(1.0, -24);
   uint64_t seed = 101;
   for (const Dims& s : shapes) {
     for (Form form : {Form::kHeadOnly, Form::kWithWeightGrad, Form::kUnreadDxDw}) {
-      SCOPED_TRACE(absl::StrCat("[", s.rows, ",", s.cols, "] k ", s.k, " form ", static_cast<int>(form)));
+      SCOPED_TRACE(absl::StrCat("[", s.rows, ",", s.cols, "] k ", s.k, " weight_rows ", s.weight_rows, " form ",
+                                static_cast<int>(form)));
       const int outputs = form == Form::kHeadOnly ? 2 : 4;
       auto inputs = [&](uint64_t at) {
         return std::vector<Input>{In(RandomOf(DType::kFloat32, {s.rows, s.k}, at)),
                                   In(RandomOf(DType::kFloat32, {s.k, s.cols}, at + 1)),
                                   In(RandomOf(DType::kFloat32, {s.rows, s.cols}, at + 2))};
       };
-      Case c("LinearReluGrad", inputs(seed), {}, outputs, kOttr);
+      Attrs attrs;
+      if (s.weight_rows > 0 && form != Form::kHeadOnly) attrs["weight_rows"] = s.weight_rows;
+      Case c("LinearReluGrad", inputs(seed), attrs, outputs, kOttr);
       if (form == Form::kUnreadDxDw) c.unread_outputs = {0, 2};
       runtime::TensorMap feeds_a;
       auto g = BuildGraph(c, &feeds_a);
@@ -81,7 +88,7 @@ void ExpectLinearReluGradMatchesCpu(bool mma) {
       runtime::TensorMap feeds_b = {{"in0", other[0].value}, {"in1", other[1].value}, {"in2", other[2].value}};
       seed += 6;
       // The CPU reference with every output read.
-      Case full("LinearReluGrad", c.inputs, {}, outputs, kOttr);
+      Case full("LinearReluGrad", c.inputs, attrs, outputs, kOttr);
       runtime::TensorMap unused;
       auto g_full = BuildGraph(full, &unused);
       ASSERT_TRUE(g_full.ok()) << g_full.status();
@@ -92,7 +99,7 @@ void ExpectLinearReluGradMatchesCpu(bool mma) {
       struct Unset {  // the executor reads the variable when it compiles, at its first run
         ~Unset() { unsetenv("OTTR_LRG_MMA"); }
       } unset;
-      if (mma) setenv("OTTR_LRG_MMA", "1", 1);
+      setenv("OTTR_LRG_MMA", mma ? "1" : "0", 1);
       auto gpu = cuda::CudaExecutor::Create(**g, o);
       ASSERT_TRUE(gpu.ok()) << gpu.status();
       for (const runtime::TensorMap* feeds : {&feeds_a, &feeds_b}) {
