@@ -54,21 +54,6 @@ struct Plan {
   int64_t weight_rows = 0;
 };
 
-// The int64 values of `v` when it is a constant (a Constant node's value or an initializer).
-std::optional<std::vector<int64_t>> ConstInts(const Value* v) {
-  const ir::Tensor* t = nullptr;
-  if (v == nullptr) return std::nullopt;
-  if (v->initializer() != nullptr) {
-    t = v->initializer();
-  } else if (v->producer() != nullptr && fusion::IsOnnx(v->producer(), "Constant") &&
-             v->producer()->attr("value") != nullptr &&
-             v->producer()->attr("value")->kind() == ir::Attribute::Kind::kTensor) {
-    t = &v->producer()->attr("value")->t();
-  }
-  if (t == nullptr || t->dtype() != ir::DType::kInt64) return std::nullopt;
-  return std::vector<int64_t>(t->data<int64_t>(), t->data<int64_t>() + t->num_elements());
-}
-
 // The rows M < K that the only reader of `v` (rank 1 or 2, K rows) keeps: a constant-mode Pad
 // whose pads are all zero but the end of axis 0, -(K - M). Else 0.
 int64_t SlicedRows(const Value* v, Node** pad) {
@@ -77,7 +62,7 @@ int64_t SlicedRows(const Value* v, Node** pad) {
       n->num_inputs() > 3 || !v->type().is_static()) {
     return 0;
   }
-  const std::optional<std::vector<int64_t>> pads = ConstInts(n->input(1));
+  const std::optional<std::vector<int64_t>> pads = fusion::ConstInts(n->input(1));
   const int64_t rank = v->type().rank();
   if (!pads || static_cast<int64_t>(pads->size()) != 2 * rank) return 0;
   const int64_t k = ir::StaticDims(*v->type().shape)[0];

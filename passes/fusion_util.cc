@@ -7,9 +7,7 @@
 #include "ir/status.h"
 
 namespace ottr::passes::fusion {
-namespace {
 
-// The integer values of a constant (Constant node or integer initializer), else nullopt.
 std::optional<std::vector<int64_t>> ConstInts(const ir::Value* v) {
   const ir::Tensor* t = nullptr;
   if (v == nullptr) return std::nullopt;
@@ -24,8 +22,6 @@ std::optional<std::vector<int64_t>> ConstInts(const ir::Value* v) {
   for (int64_t i = 0; i < t->num_elements(); ++i) out.push_back(static_cast<int64_t>(t->GetAsDouble(i)));
   return out;
 }
-
-}  // namespace
 
 void Remark(std::ostream* out, absl::string_view pass, absl::string_view text) {
   if (out != nullptr) *out << "// " << pass << ": " << text << "\n";

@@ -18,6 +18,9 @@
 
 namespace ottr::passes::fusion {
 
+// The integer values of a constant (Constant node or integer initializer), else nullopt.
+std::optional<std::vector<int64_t>> ConstInts(const ir::Value* v);
+
 // Writes "<pass>: <text>\n" to `out` when it is not null.
 void Remark(std::ostream* out, absl::string_view pass, absl::string_view text);
 

@@ -46,10 +46,9 @@ using ir::Value;
 
 constexpr char kName[] = "group-gemms";
 
+// A plain product: its node (operands A and B are inputs 0 and 1) and attributes.
 struct Product {
   Node* node = nullptr;
-  Value* a = nullptr;  // as matched; Rewrite reads the node's inputs again
-  Value* b = nullptr;
   int64_t trans_a = 0;
   int64_t trans_b = 0;
   float alpha = 1.0f;
@@ -68,7 +67,7 @@ std::optional<Product> AsProduct(Node* n, std::string* why) {
       *why = "its operands are not both static 2-D matrices";
       return std::nullopt;
     }
-    return Product{n, n->input(0), n->input(1), 0, 0, 1.0f};
+    return Product{n, 0, 0, 1.0f};
   }
   if (const std::optional<ir::FusedEpilogue> e = fusion::FusedEpilogueOf(n); e && *e != ir::FusedEpilogue::kNone) {
     *why = absl::StrCat("it has the epilogue ", ir::FusedEpilogueName(*e),
@@ -87,7 +86,7 @@ std::optional<Product> AsProduct(Node* n, std::string* why) {
     *why = "its operands are not both static 2-D matrices";
     return std::nullopt;
   }
-  return Product{n, n->input(0), n->input(1), n->GetInt("transA", 0) != 0 ? 1 : 0,
+  return Product{n, n->GetInt("transA", 0) != 0 ? 1 : 0,
                  n->GetInt("transB", 0) != 0 ? 1 : 0, n->GetFloat("alpha", 1.0f)};
 }
 
@@ -146,9 +145,10 @@ class GroupGemmsPass : public Pass {
       if (!IsGemmLike(n)) continue;
       std::string why;
       std::optional<Product> p = AsProduct(n, &why);
-      if (p && (p->a->type().dtype != p->b->type().dtype || !GroupableType(p->a->type().dtype))) {
-        why = absl::StrCat("its operands are ", ir::DTypeName(p->a->type().dtype), " and ",
-                           ir::DTypeName(p->b->type().dtype), " (grouped: f32, f16 or bf16, both the same)");
+      const ir::DType ta = n->input(0)->type().dtype, tb = n->input(1)->type().dtype;
+      if (p && (ta != tb || !GroupableType(ta))) {
+        why = absl::StrCat("its operands are ", ir::DTypeName(ta), " and ", ir::DTypeName(tb),
+                           " (grouped: f32, f16 or bf16, both the same)");
         p.reset();
       }
       if (!p) {
@@ -159,7 +159,7 @@ class GroupGemmsPass : public Pass {
       for (const Value* v : n->inputs()) {
         if (v != nullptr && v->producer() != nullptr) ready = std::max(ready, position.at(v->producer()));
       }
-      groups[{ready, static_cast<int>(p->a->type().dtype)}].push_back(*p);
+      groups[{ready, static_cast<int>(ta)}].push_back(*p);
     }
     // The lone products first: a rewrite below may erase the node a remark names.
     for (auto& [key, products] : groups) {
