@@ -97,6 +97,11 @@ std::unique_ptr<Pass> CreatePadGemmDimsPass(double min_macs = kPadGemmDefaultMin
 // when those parameters hold less than a fifth of the elements.
 std::unique_ptr<Pass> CreateSplitOptimizerUpdatesPass();
 
+// passes/fuse_gemm_adam.cc: a small-batch weight gradient (k <= 256) that only an unguarded float32
+// Adam update reads, with its bias gradient, and that update become one ottr::GemmAdamUpdate (the
+// gradients computed and applied in one kernel, never stored).
+std::unique_ptr<Pass> CreateFuseGemmAdamPass();
+
 }  // namespace ottr::passes
 
 #endif  // OTTR_PASSES_FUSION_PASSES_H_

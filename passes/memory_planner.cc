@@ -108,6 +108,12 @@ std::vector<InPlaceRule> DefaultInPlaceRules(const ir::Node& n) {
       for (int i = 0; l.valid && i < l.n; ++i) {
         for (int s = 0; s <= l.states; ++s) add_if_full(s * l.n + i, 2 + (s == 0 ? 0 : s + 1) * l.n + i);
       }
+    } else if (op == "GemmAdamUpdate") {
+      // (lr, step, A, B, p.., m.., v..) -> (p'.., m'.., v'..): each over its input.
+      const int count = (n.num_inputs() - 4) / 3;
+      for (int i = 0; i < count; ++i) {
+        for (int s = 0; s < 3; ++s) add_if_full(s * count + i, 4 + s * count + i);
+      }
     } else if (op == "LossScaleUpdate") {
       add_if_full(0, 0);
       add_if_full(1, 1);

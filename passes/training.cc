@@ -386,6 +386,8 @@ absl::StatusOr<std::vector<Value*>> TrainableParameters(const ir::Graph& g,
       if (op == "AdamUpdate" || op == "SGDUpdate") is_state |= u.index >= 2;
       // N-ary forms: (lr, step, params.., grads.., states.., [grad_scale], [guard]).
       if (op == "AdamUpdateN" || op == "SGDUpdateN") is_state |= u.index >= 2 + 2 * ir::UpdateNLayoutOf(*u.node).n;
+      // (lr, step, A, B, p.., m.., v..): n = 1 or 2 parameters.
+      if (op == "GemmAdamUpdate") is_state |= u.index >= 4 + (u.node->num_inputs() - 4) / 3;
     }
     if (is_state) continue;
     // BatchNormalization's running statistics (inputs 3 and 4) are state, not parameters.
@@ -539,6 +541,7 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
   // Last of the GEMM rewrites: it groups only what the epilogue passes left plain.
   if (spec.group_gemms) pm.Add(CreateGroupGemmsPass());
   // After the passes that decide which node makes each gradient; declines guarded updates.
+  if (spec.fuse_epilogues && spec.multi_tensor_updates) pm.Add(CreateFuseGemmAdamPass());
   if (spec.multi_tensor_updates) pm.Add(CreateSplitOptimizerUpdatesPass());
   if (spec.optimizer_low_copies && (spec.precision == Precision::kBf16 || spec.precision == Precision::kFp16)) {
     pm.Add(CreateOptimizerLowCopiesPass());

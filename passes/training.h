@@ -186,7 +186,8 @@ std::string GradName(const std::string& param);
 //   fuse-gemm-bgrad, fuse-sce-bgrad, fuse-linear-sce, fuse-linear-relu-grad (when spec.fuse_epilogues),
 //   nhwc-layout (when spec.channels_last), kmajor-gemm-operands (when spec.kmajor_gemm_operands with TF32),
 //   fuse-conv-activation, fuse-maxpool-relu-grad (when spec.fuse_epilogues), group-gemms (when
-//   spec.group_gemms), split-optimizer-updates (when
+//   spec.group_gemms), fuse-gemm-adam (when spec.fuse_epilogues with spec.multi_tensor_updates;
+//   declines guarded updates), split-optimizer-updates (when
 //   spec.multi_tensor_updates; declines guarded updates), optimizer-low-copies (when
 //   spec.optimizer_low_copies with bf16/fp16).
 absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec);

@@ -45,6 +45,15 @@
 //     `unscale = 1` a float scalar S (the loss scale) comes before the guard and each gradient is
 //     multiplied by T(1 / S) first (PyTorch's GradScaler: grad * scale.double().reciprocal()
 //     .float()). Input layout: ir/optimizer_update.h.
+//   ottr::GemmAdamUpdate(lr, step, A f32[K,M], B f32[K,N], p_0.., m_0.., v_0..) -> (p'_0.., m'_0.., v'_0..)
+//     {the AdamUpdateN attributes but guarded/unscale/low_copies, bias = "a" | "b"}
+//     (fuse-gemm-adam, passes/fuse_gemm_adam.cc): a weight gradient made from its operands and
+//     the Adam update of that weight, and optionally of its bias, in one node: n = 1 or 2
+//     tensors, the update of each exactly AdamUpdateN's with gradients g_0 = Aᵀ·B [M, N] (p_0
+//     [M, N]) and, when n = 2, g_1 = Σ_k A[k, :] [M] (bias = "a") or Σ_k B[k, :] [N] (bias =
+//     "b"), summed in double in increasing k and rounded once (FusedGemm's bgrada / bgradb). The
+//     gradients are not outputs. Input layout as ir/optimizer_update.h with the gradients'
+//     n inputs replaced by A and B.
 //   ottr::AllFinite(x_0, ..., x_k) -> ok bool[]
 //     true when every element of every (float) input is finite.
 //   ottr::LossScaleUpdate(scale f[], good_steps i64[], ok bool[]) -> (scale', good_steps')
@@ -52,6 +61,7 @@
 //     ok: good' = good + 1, and when good' reaches growth_interval scale' = scale · growth_factor
 //     (kept only if finite) and good' = 0. Defaults 2.0, 0.5, 2000.
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "ir/gradient.h"
 #include "ir/op_registry.h"
 #include "ir/optimizer_update.h"
@@ -111,6 +121,52 @@ absl::Status InferParamUpdateN(InferenceContext& ctx, bool adam) {
       }
       ctx.set_output_type(l.first_low + static_cast<int>(j), TensorType(low, p.shape));
     }
+  }
+  return absl::OkStatus();
+}
+
+// ottr::GemmAdamUpdate(lr, step, A [K, M], B [K, N], p.., m.., v..) -> (p'.., m'.., v'..).
+absl::Status InferGemmAdamUpdate(InferenceContext& ctx) {
+  const int in = ctx.num_inputs() - 4;
+  const int n = in / 3;
+  if (in != 3 * n || (n != 1 && n != 2) || ctx.num_outputs() != 3 * n) {
+    return ctx.Error(absl::StrCat("GemmAdamUpdate needs 4 + 3n inputs and 3n outputs with n = 1 or 2, got ",
+                                  ctx.num_inputs(), " and ", ctx.num_outputs()));
+  }
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) return ctx.Error(absl::StrCat("input ", i, " is missing"));
+  }
+  const TensorType& a = ctx.input_type(2);
+  const TensorType& b = ctx.input_type(3);
+  if (a.dtype != DType::kFloat32 || b.dtype != DType::kFloat32 || !a.is_static() || !b.is_static() ||
+      a.shape->size() != 2 || b.shape->size() != 2) {
+    return ctx.Error(absl::StrCat("A and B must be static 2-D float32, got ", a.ToString(), " and ", b.ToString()));
+  }
+  const std::vector<int64_t> ad = StaticDims(*a.shape), bd = StaticDims(*b.shape);
+  if (ad[0] != bd[0]) return ctx.Error(absl::StrCat("A ", a.ToString(), " and B ", b.ToString(), " differ in K"));
+  const std::string bias = ctx.node().GetString("bias", "");
+  if (n == 2 && bias != "a" && bias != "b") return ctx.Error("a bias update needs bias = \"a\" or \"b\"");
+  for (int k = 0; k < n; ++k) {
+    const std::vector<int64_t> want = k == 0 ? std::vector<int64_t>{ad[1], bd[1]}
+                                             : std::vector<int64_t>{bias == "a" ? ad[1] : bd[1]};
+    const TensorType& p = ctx.input_type(4 + k);
+    if (p.dtype != DType::kFloat32 || !p.is_static() || StaticDims(*p.shape) != want) {
+      return ctx.Error(absl::StrCat("parameter ", k, " ", p.ToString(), " is not the float32 [",
+                                    absl::StrJoin(want, ", "), "] of its gradient"));
+    }
+    for (int s = 1; s <= 2; ++s) {
+      if (ctx.input_type(4 + s * n + k) != p) {
+        return ctx.Error(absl::StrCat("state ", ctx.input_type(4 + s * n + k).ToString(), " does not match parameter ",
+                                      p.ToString()));
+      }
+    }
+    for (int s = 0; s <= 2; ++s) ctx.set_output_type(s * n + k, p);
+  }
+  const TensorType& lr = ctx.input_type(0);
+  const TensorType& step = ctx.input_type(1);
+  if (!IsFloat(lr.dtype) || (step.dtype != DType::kInt64 && step.dtype != DType::kInt32)) {
+    return ctx.Error(absl::StrCat("lr must be a float scalar and step an integer scalar, got ", lr.ToString(), " and ",
+                                  step.ToString()));
   }
   return absl::OkStatus();
 }
@@ -360,6 +416,18 @@ void RegisterOptimizerOps(OpRegistry& r) {
                  .Attr("low_copies", K::kInts)
                  .Attr("low_type", K::kInt)
                  .Shape([](InferenceContext& c) { return InferParamUpdateN(c, false); })
+                 .NotDifferentiable()
+                 .Build());
+  r.Register(OpSchemaBuilder(std::string(kOttrDomain), "GemmAdamUpdate")
+                 .Inputs(7, 10)
+                 .Outputs(3, 6)
+                 .Attr("beta1", K::kFloat)
+                 .Attr("beta2", K::kFloat)
+                 .Attr("epsilon", K::kFloat)
+                 .Attr("weight_decay", K::kFloat)
+                 .Attr("decoupled", K::kInt)
+                 .Attr("bias", K::kString)
+                 .Shape(InferGemmAdamUpdate)
                  .NotDifferentiable()
                  .Build());
   r.Register(OpSchemaBuilder(std::string(kOttrDomain), "AllFinite")

@@ -329,59 +329,128 @@ absl::Status SgdApply(KernelContext& ctx, const UpdateSlots& s) {
   return absl::OkStatus();
 }
 
+// Adam's per-step constants of one node (attributes, lr, step), rounded to T as torch.optim.Adam
+// computes them from Python floats.
+template <typename T>
+struct AdamConsts {
+  T step_size, bc2_sqrt, decay, w1, b2, w2, wdt, eps;
+  bool wd = false, decoupled = false;
+};
+
+template <typename T>
+absl::StatusOr<AdamConsts<T>> ReadAdamConsts(KernelContext& ctx, int lr_input, int step_input) {
+  const double lr = ctx.input(lr_input).GetAsDouble(0);
+  const int64_t step = ctx.input(step_input).GetAsInt64(0);
+  if (step < 1) return ctx.Error(absl::StrCat("step must be >= 1, got ", step));
+  const double beta1 = ctx.attr_float("beta1", 0.9f);
+  const double beta2 = ctx.attr_float("beta2", 0.999f);
+  const double wd = ctx.attr_float("weight_decay", 0.0f);
+  const double bc1 = 1.0 - std::pow(beta1, static_cast<double>(step));
+  const double bc2 = 1.0 - std::pow(beta2, static_cast<double>(step));
+  AdamConsts<T> c;
+  c.step_size = static_cast<T>(lr / bc1);
+  c.bc2_sqrt = static_cast<T>(std::sqrt(bc2));
+  c.decay = static_cast<T>(1.0 - lr * wd);
+  c.w1 = static_cast<T>(1.0 - beta1);
+  c.b2 = static_cast<T>(beta2);
+  c.w2 = static_cast<T>(1.0 - beta2);
+  c.wdt = static_cast<T>(wd);
+  c.eps = static_cast<T>(ctx.attr_float("epsilon", 1e-8f));
+  c.wd = wd != 0.0;
+  c.decoupled = ctx.attr_int("decoupled", 0) != 0;
+  return c;
+}
+
+// The update of `count` elements; each element is read before it is written, so po/mo/vo may be
+// p/m/v. `inv` multiplies each gradient when `unscale`.
+template <typename T>
+void AdamElements(const AdamConsts<T>& c, int64_t count, const T* p, const T* g, const T* m, const T* v,
+                  bool unscale, T inv, T* po, T* mo, T* vo) {
+  for (int64_t i = 0; i < count; ++i) {
+    T x = p[i];
+    T d = g[i];
+    if (unscale) d = d * inv;
+    if (c.wd) {
+      if (c.decoupled) {
+        x = x * c.decay;
+      } else {
+        d = d + c.wdt * x;
+      }
+    }
+    const T mi = m[i];
+    const T mn = mi + c.w1 * (d - mi);  // lerp(m, g, 1 - beta1)
+    const T vn = v[i] * c.b2 + c.w2 * d * d;
+    const T denom = std::sqrt(vn) / c.bc2_sqrt + c.eps;
+    po[i] = x - c.step_size * (mn / denom);
+    mo[i] = mn;
+    vo[i] = vn;
+  }
+}
+
 template <typename T>
 absl::Status AdamApply(KernelContext& ctx, const UpdateSlots& s) {
   const Tensor& p = ctx.input(s.p);
   const Tensor& g = ctx.input(s.g);
-  const double lr = ctx.input(s.lr).GetAsDouble(0);
-  const int64_t step = ctx.input(s.step).GetAsInt64(0);
   const Tensor& m = ctx.input(s.s0);
   const Tensor& v = ctx.input(s.s1);
-  const double beta1 = ctx.attr_float("beta1", 0.9f);
-  const double beta2 = ctx.attr_float("beta2", 0.999f);
-  const T eps = static_cast<T>(ctx.attr_float("epsilon", 1e-8f));
-  const double wd = ctx.attr_float("weight_decay", 0.0f);
-  const bool decoupled = ctx.attr_int("decoupled", 0) != 0;
-  if (step < 1) return ctx.Error(absl::StrCat("step must be >= 1, got ", step));
+  OTTR_ASSIGN_OR_RETURN(const AdamConsts<T> c, ReadAdamConsts<T>(ctx, s.lr, s.step));
   for (const Tensor* t : {&g, &m, &v}) {
     if (t->dtype() != p.dtype() || t->num_elements() != p.num_elements()) {
       return ctx.Error(absl::StrCat("gradient/state ", t->type().ToString(), " does not match param ",
                                     p.type().ToString()));
     }
   }
-  // Python-float scalars, as torch.optim.Adam computes them.
-  const double bc1 = 1.0 - std::pow(beta1, static_cast<double>(step));
-  const double bc2 = 1.0 - std::pow(beta2, static_cast<double>(step));
-  const T step_size = static_cast<T>(lr / bc1);
-  const T bc2_sqrt = static_cast<T>(std::sqrt(bc2));
-  const T decay = static_cast<T>(1.0 - lr * wd);
-  const T w1 = static_cast<T>(1.0 - beta1);
-  const T b2 = static_cast<T>(beta2);
-  const T w2 = static_cast<T>(1.0 - beta2);
-  const T wdt = static_cast<T>(wd);
-  const bool unscale = s.grad_scale >= 0;
   const T inv = InverseScale<T>(ctx, s.grad_scale);
   Tensor& po = ctx.AllocateOutput(s.po, p.dtype(), p.dims());
   Tensor& mo = ctx.AllocateOutput(s.s0o, m.dtype(), m.dims());
   Tensor& vo = ctx.AllocateOutput(s.s1o, v.dtype(), v.dims());
-  for (int64_t i = 0; i < p.num_elements(); ++i) {
-    T x = p.data<T>()[i];
-    T d = g.data<T>()[i];
-    if (unscale) d = d * inv;
-    if (wd != 0.0) {
-      if (decoupled) {
-        x = x * decay;
-      } else {
-        d = d + wdt * x;
-      }
+  AdamElements<T>(c, p.num_elements(), p.data<T>(), g.data<T>(), m.data<T>(), v.data<T>(), s.grad_scale >= 0, inv,
+                  po.data<T>(), mo.data<T>(), vo.data<T>());
+  return absl::OkStatus();
+}
+
+// ottr::GemmAdamUpdate(lr, step, A [K, M], B [K, N], p.., m.., v..): the gradients as the
+// unfused step makes them (the FusedGemm kernel's product, its bgrada / bgradb sums), then
+// AdamUpdateN's update of each tensor: the same bits as FusedGemm + AdamUpdateN.
+absl::Status GemmAdamUpdate(KernelContext& ctx) {
+  const int n = (ctx.num_inputs() - 4) / 3;
+  const Tensor& a = ctx.input(2);
+  const Tensor& b = ctx.input(3);
+  if (a.dtype() != DType::kFloat32 || b.dtype() != DType::kFloat32 || a.rank() != 2 || b.rank() != 2 ||
+      a.dim(0) != b.dim(0)) {
+    return ctx.Error(absl::StrCat("A ", a.type().ToString(), " and B ", b.type().ToString(),
+                                  " must be float32 [K, M] and [K, N]"));
+  }
+  const int64_t k = a.dim(0), m = a.dim(1), nn = b.dim(1);
+  const std::string bias = ctx.attr_string("bias", "");
+  std::vector<std::vector<float>> grads(n);
+  grads[0].assign(m * nn, 0.0f);
+  if (m > 0 && nn > 0) GemmGeneric<float>(true, false, m, nn, k, 1.0f, a.data<float>(), m, b.data<float>(), nn, 0.0, grads[0].data(), nn);
+  if (n == 2) {
+    // Σ_k over the rows of A [K, M] or B [K, N], in double, increasing k (FusedGemm's bgrada/bgradb).
+    const Tensor& src = bias == "a" ? a : b;
+    std::vector<double> acc(src.dim(1), 0.0);
+    for (int64_t r = 0; r < k; ++r) {
+      for (int64_t c = 0; c < src.dim(1); ++c) acc[c] += src.data<float>()[r * src.dim(1) + c];
     }
-    const T mi = m.data<T>()[i];
-    const T mn = mi + w1 * (d - mi);  // lerp(m, g, 1 - beta1)
-    const T vn = v.data<T>()[i] * b2 + w2 * d * d;
-    const T denom = std::sqrt(vn) / bc2_sqrt + eps;
-    po.data<T>()[i] = x - step_size * (mn / denom);
-    mo.data<T>()[i] = mn;
-    vo.data<T>()[i] = vn;
+    grads[1].resize(acc.size());
+    for (size_t c = 0; c < acc.size(); ++c) grads[1][c] = static_cast<float>(acc[c]);
+  }
+  OTTR_ASSIGN_OR_RETURN(const AdamConsts<float> c, ReadAdamConsts<float>(ctx, 0, 1));
+  for (int t = 0; t < n; ++t) {
+    const Tensor& p = ctx.input(4 + t);
+    const Tensor& mt = ctx.input(4 + n + t);
+    const Tensor& vt = ctx.input(4 + 2 * n + t);
+    if (p.dtype() != DType::kFloat32 || p.num_elements() != static_cast<int64_t>(grads[t].size()) ||
+        mt.type() != p.type() || vt.type() != p.type()) {
+      return ctx.Error(absl::StrCat("parameter ", t, " ", p.type().ToString(), " or its state does not match its ",
+                                    grads[t].size(), "-element gradient"));
+    }
+    Tensor& po = ctx.AllocateOutput(t, p.dtype(), p.dims());
+    Tensor& mo = ctx.AllocateOutput(n + t, p.dtype(), p.dims());
+    Tensor& vo = ctx.AllocateOutput(2 * n + t, p.dtype(), p.dims());
+    AdamElements<float>(c, p.num_elements(), p.data<float>(), grads[t].data(), mt.data<float>(), vt.data<float>(),
+                        false, 1.0f, po.data<float>(), mo.data<float>(), vo.data<float>());
   }
   return absl::OkStatus();
 }
@@ -533,6 +602,7 @@ void RegisterOttrTrainingKernels(KernelRegistry& r) {
   r.Register(d, "AdamUpdate", [](KernelContext& c) { return DispatchFloat<AdamOp>(c, c.input(0).dtype()); });
   r.Register(d, "SGDUpdateN", [](KernelContext& c) { return DispatchFloat<SgdNOp>(c, c.input(2).dtype()); });
   r.Register(d, "AdamUpdateN", [](KernelContext& c) { return DispatchFloat<AdamNOp>(c, c.input(2).dtype()); });
+  r.Register(d, "GemmAdamUpdate", GemmAdamUpdate);
   r.Register(d, "AllFinite", AllFinite);
   r.Register(d, "LossScaleUpdate", LossScaleUpdate);
 }

@@ -54,6 +54,17 @@ absl::StatusOr<kernels::OptimizerScalars> ReadScalarTypes(const OpCompileContext
   return s;
 }
 
+// Adam's attributes of an ottr update node.
+kernels::AdamHyper AdamHyperOf(const ir::Node& node) {
+  kernels::AdamHyper h;
+  h.beta1 = node.GetFloat("beta1", 0.9f);
+  h.beta2 = node.GetFloat("beta2", 0.999f);
+  h.epsilon = node.GetFloat("epsilon", 1e-8f);
+  h.weight_decay = node.GetFloat("weight_decay", 0.0f);
+  h.decoupled = node.GetInt("decoupled", 0) != 0;
+  return h;
+}
+
 // param (input 0) and every other tensor in `tensors` share one float32/float64 type and shape.
 absl::StatusOr<int> CheckTensors(const OpCompileContext& ctx, const std::vector<int>& tensors) {
   const DType t = ctx.input_type(0).dtype;
@@ -75,12 +86,7 @@ absl::StatusOr<int> CheckTensors(const OpCompileContext& ctx, const std::vector<
 absl::StatusOr<CompiledOp> CompileAdamUpdate(OpCompileContext& ctx) {
   OTTR_ASSIGN_OR_RETURN(const int dtype, CheckTensors(ctx, {1, 4, 5}));
   OTTR_ASSIGN_OR_RETURN(const kernels::OptimizerScalars types, ReadScalarTypes(ctx, 2));
-  kernels::AdamHyper h;
-  h.beta1 = ctx.node().GetFloat("beta1", 0.9f);
-  h.beta2 = ctx.node().GetFloat("beta2", 0.999f);
-  h.epsilon = ctx.node().GetFloat("epsilon", 1e-8f);
-  h.weight_decay = ctx.node().GetFloat("weight_decay", 0.0f);
-  h.decoupled = ctx.node().GetInt("decoupled", 0) != 0;
+  const kernels::AdamHyper h = AdamHyperOf(ctx.node());
   const int64_t numel = ir::NumElements(ctx.input_dims(0));
   const int64_t bytes = numel * static_cast<int64_t>(ir::DTypeSize(ctx.input_type(0).dtype));
   CompiledOp op;
@@ -196,11 +202,7 @@ absl::StatusOr<CompiledOp> CompileUpdateN(OpCompileContext& ctx, bool adam) {
   kernels::SgdHyper sh;
   const ir::Node& node = ctx.node();
   if (adam) {
-    ah.beta1 = node.GetFloat("beta1", 0.9f);
-    ah.beta2 = node.GetFloat("beta2", 0.999f);
-    ah.epsilon = node.GetFloat("epsilon", 1e-8f);
-    ah.weight_decay = node.GetFloat("weight_decay", 0.0f);
-    ah.decoupled = node.GetInt("decoupled", 0) != 0;
+    ah = AdamHyperOf(node);
   } else {
     sh.momentum = node.GetFloat("momentum", 0.0f);
     sh.dampening = node.GetFloat("dampening", 0.0f);
@@ -260,6 +262,75 @@ absl::StatusOr<CompiledOp> CompileUpdateN(OpCompileContext& ctx, bool adam) {
     }
     OTTR_CUDA_RETURN_IF_ERROR(adam ? kernels::LaunchPackedAdam(e.data(), n, dtype, ah, s, a.stream)
                                    : kernels::LaunchPackedSgd(e.data(), n, dtype, sh, s, a.stream));
+    return absl::OkStatus();
+  };
+  return op;
+}
+
+// ottr::GemmAdamUpdate(lr, step, A [k, m], B [k, n], p.., m.., v..) -> (p'.., m'.., v'..): one
+// launch (kernels::LaunchGemmAdam). An output nobody reads is written to the workspace.
+absl::StatusOr<CompiledOp> CompileGemmAdamUpdate(OpCompileContext& ctx) {
+  const int n = (ctx.num_inputs() - 4) / 3;
+  if (ctx.num_inputs() != 4 + 3 * n || (n != 1 && n != 2) || ctx.num_outputs() != 3 * n) {
+    return ctx.Error(absl::StrCat("unexpected arity: ", ctx.num_inputs(), " inputs, ", ctx.num_outputs(), " outputs"));
+  }
+  OTTR_ASSIGN_OR_RETURN(const kernels::OptimizerScalars types, ReadScalarTypes(ctx, 0));
+  const std::vector<int64_t> ad = ctx.input_dims(2), bd = ctx.input_dims(3);
+  if (ctx.input_type(2).dtype != DType::kFloat32 || ctx.input_type(3).dtype != DType::kFloat32 || ad.size() != 2 ||
+      bd.size() != 2 || ad[0] != bd[0]) {
+    return ctx.Error(absl::StrCat("A ", DimsString(ad), " and B ", DimsString(bd), " must be float32 [k, m], [k, n]"));
+  }
+  const std::string bias = ctx.node().GetString("bias", "");
+  if (n == 2 && bias != "a" && bias != "b") return ctx.Error("a bias update needs bias = \"a\" or \"b\"");
+  std::vector<int64_t> numel(n);
+  for (int t = 0; t < n; ++t) {
+    const std::vector<int64_t> want = t == 0 ? std::vector<int64_t>{ad[1], bd[1]}
+                                             : std::vector<int64_t>{bias == "a" ? ad[1] : bd[1]};
+    for (int s = 0; s < 3; ++s) {
+      const int i = 4 + s * n + t;
+      if (ctx.input_type(i).dtype != DType::kFloat32 || ir::NumElements(ctx.input_dims(i)) != ir::NumElements(want)) {
+        return ctx.Error(absl::StrCat("input ", i, " ", ir::DTypeName(ctx.input_type(i).dtype),
+                                      DimsString(ctx.input_dims(i)), " is not the float32", DimsString(want),
+                                      " of its gradient"));
+      }
+    }
+    numel[t] = ir::NumElements(want);
+  }
+  std::vector<int64_t> scratch(3 * n, -1);  // workspace offset standing in for an unread output
+  int64_t workspace = 0;
+  for (int o = 0; o < 3 * n; ++o) {
+    if (ctx.output_needed(o)) continue;
+    scratch[o] = workspace;
+    workspace += (numel[o % n] * 4 + 255) / 256 * 256;
+  }
+  kernels::GemmAdamArgs templ;
+  templ.k = ad[0];
+  templ.m = ad[1];
+  templ.n = bd[1];
+  templ.bias = n == 2 ? (bias == "a" ? 0 : 1) : -1;
+  const kernels::AdamHyper h = AdamHyperOf(ctx.node());
+  CompiledOp op;
+  op.workspace_bytes = workspace;
+  op.launch = [=](const LaunchArgs& a) -> absl::Status {
+    NvtxRange range("GemmAdamUpdate");
+    kernels::GemmAdamArgs g = templ;
+    g.a = static_cast<const float*>(a.inputs[2]);
+    g.b = static_cast<const float*>(a.inputs[3]);
+    auto out = [&](int o) {
+      return static_cast<float*>(scratch[o] >= 0 ? static_cast<char*>(a.workspace) + scratch[o] : a.outputs[o]);
+    };
+    for (int t = 0; t < n; ++t) {
+      g.param[t] = static_cast<const float*>(a.inputs[4 + t]);
+      g.m_in[t] = static_cast<const float*>(a.inputs[4 + n + t]);
+      g.v_in[t] = static_cast<const float*>(a.inputs[4 + 2 * n + t]);
+      g.param_out[t] = out(t);
+      g.m_out[t] = out(n + t);
+      g.v_out[t] = out(2 * n + t);
+    }
+    kernels::OptimizerScalars s = types;
+    s.lr = a.inputs[0];
+    s.step = a.inputs[1];
+    OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchGemmAdam(g, h, s, a.stream));
     return absl::OkStatus();
   };
   return op;
@@ -423,6 +494,7 @@ void RegisterOptimizerCudaOps(CudaOpRegistry& r) {
   r.Register(ottr, "SGDUpdate", CompileSgdUpdate);
   r.Register(ottr, "AdamUpdateN", [](OpCompileContext& c) { return CompileUpdateN(c, true); });
   r.Register(ottr, "SGDUpdateN", [](OpCompileContext& c) { return CompileUpdateN(c, false); });
+  r.Register(ottr, "GemmAdamUpdate", CompileGemmAdamUpdate);
   r.Register(ottr, "AllFinite", CompileAllFinite);
   r.Register(ottr, "LossScaleUpdate", CompileLossScaleUpdate);
   r.Register(training, "Adam", [](OpCompileContext& c) { return CompileOnnxOptimizer(c, kernels::OnnxOptimizer::kAdam); });

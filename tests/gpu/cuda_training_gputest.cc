@@ -33,17 +33,21 @@ struct Step {
 };
 
 Step MakeStep(const std::string& model, int64_t batch, std::vector<int64_t> feature_dims, uint64_t seed,
-              bool sgd = false, bool multi_tensor = false, bool channels_last = false, bool group_gemms = false) {
+              bool sgd = false, bool multi_tensor = false, bool channels_last = false, bool group_gemms = false,
+              bool gemm_adam = false) {
   Step s;
   auto f = importer::ImportModelFile(testing::SourcePath(model));
   EXPECT_TRUE(f.ok()) << f.status();
   s.forward = std::move(*f);
   passes::TrainingSpec spec;
   spec.batch = batch;
-  spec.expose_gradients = true;
+  // fuse-gemm-adam fuses only gradients nobody else reads: the steps of its test expose none.
+  spec.expose_gradients = !gemm_adam;
   spec.multi_tensor_updates = multi_tensor;
   spec.channels_last = channels_last;
-  spec.fuse_epilogues = channels_last;  // the CUDA pipeline: conv + ReLU, pool grad + ReLU grad fused
+  // the CUDA pipeline: conv + ReLU, pool grad + ReLU grad fused; the GEMMs' epilogues and
+  // fuse-gemm-adam (which runs with them) for gemm_adam on the multi-tensor side
+  spec.fuse_epilogues = channels_last || (gemm_adam && multi_tensor);
   spec.group_gemms = group_gemms;
   if (sgd) {
     spec.optimizer.kind = passes::OptimizerSpec::Kind::kSgd;
@@ -79,10 +83,17 @@ double Norm(const ir::Tensor& t) {
 // `channels_last`: the GPU step runs the nhwc-layout pass (the CPU step stays channels-first);
 // `group_gemms`: the GPU step runs group-gemms (ottr::GroupedGemm nodes, grouped or separate as
 // their compile timed).
+// `gemm_adam`: the GPU step runs the GEMM epilogue passes and fuse-gemm-adam (each weight
+// gradient and its Adam update one ottr::GemmAdamUpdate); neither step exposes its gradients.
 void ExpectStepMatchesCpu(const std::string& model, std::vector<int64_t> feature_dims, bool sgd,
-                          bool channels_last = false, bool group_gemms = false) {
-  Step c = MakeStep(model, 32, feature_dims, 7, sgd, /*multi_tensor=*/false);
-  Step s = MakeStep(model, 32, feature_dims, 7, sgd, /*multi_tensor=*/true, channels_last, group_gemms);
+                          bool channels_last = false, bool group_gemms = false, bool gemm_adam = false) {
+  Step c = MakeStep(model, 32, feature_dims, 7, sgd, /*multi_tensor=*/false, false, false, gemm_adam);
+  Step s = MakeStep(model, 32, feature_dims, 7, sgd, /*multi_tensor=*/true, channels_last, group_gemms, gemm_adam);
+  if (gemm_adam) {
+    int fused = 0;
+    for (const ir::Node* n : s.step->nodes()) fused += n->op_type() == "GemmAdamUpdate";
+    EXPECT_EQ(fused, 3) << model << ": fuse-gemm-adam should fuse every layer's weight gradient at batch 32";
+  }
   if (group_gemms) {
     int grouped = 0;
     for (const ir::Node* n : s.step->nodes()) grouped += n->op_type() == ir::kGroupedGemmOp;
@@ -168,6 +179,11 @@ TEST_F(CudaTrainingTest, MlpStepMatchesCpu) {
 TEST_F(CudaTrainingTest, GroupedGemmMlpStepMatchesCpu) {
   ExpectStepMatchesCpu("models/mlp/model.onnx", {784}, /*sgd=*/true, /*channels_last=*/false, /*group_gemms=*/true);
   ExpectStepMatchesCpu("models/mlp/model.onnx", {784}, /*sgd=*/false, /*channels_last=*/false, /*group_gemms=*/true);
+}
+// Every layer's weight and bias gradients made and applied by ottr::GemmAdamUpdate (k = 32): the
+// kernel's float32 sums in another order than the CPU's GEMM, the same bounds (Adam and AdamW).
+TEST_F(CudaTrainingTest, GemmAdamMlpStepMatchesCpu) {
+  ExpectStepMatchesCpu("models/mlp/model.onnx", {784}, /*sgd=*/false, false, false, /*gemm_adam=*/true);
 }
 TEST_F(CudaTrainingTest, CnnStepMatchesCpu) {
   ExpectStepMatchesCpu("models/cnn/model.onnx", {1, 28, 28}, /*sgd=*/true);

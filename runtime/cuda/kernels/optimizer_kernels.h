@@ -93,6 +93,28 @@ cudaError_t LaunchMultiTensorAdam(const MultiTensorEntry* device_table, int num_
 cudaError_t LaunchMultiTensorSgd(const MultiTensorEntry* device_table, int num_tensors, int64_t total_chunks,
                                  int dtype, const SgdHyper& h, const OptimizerScalars& s, cudaStream_t stream);
 
+// ottr::GemmAdamUpdate (ir/ops/ottr_training_ops.cc) in one launch: the weight gradient
+// g = Aᵀ·B (A [k, m], B [k, n], float32, row-major; float32 products summed in increasing k, no
+// TF32), optionally the bias gradient (bias 0: Σ_k of A's rows, [m]; bias 1: of B's rows, [n];
+// in double, increasing k, rounded once), and the Adam update of the weight [m, n] (tensor 0)
+// and the bias (tensor 1) from them, element arithmetic as LaunchPackedAdam. The gradients are
+// never stored. Outputs may alias their inputs. For small k (the batch of a weight gradient):
+// each block keeps a 32 x 64 tile of g in registers and reads A and B once per tile.
+struct GemmAdamArgs {
+  const float* a = nullptr;
+  const float* b = nullptr;
+  int64_t k = 0, m = 0, n = 0;
+  int bias = -1;  // -1: none, 0: Σ_k A[k, :], 1: Σ_k B[k, :]
+  const float* param[2] = {};
+  const float* m_in[2] = {};
+  const float* v_in[2] = {};
+  float* param_out[2] = {};
+  float* m_out[2] = {};
+  float* v_out[2] = {};
+};
+cudaError_t LaunchGemmAdam(const GemmAdamArgs& args, const AdamHyper& h, const OptimizerScalars& s,
+                           cudaStream_t stream);
+
 // The same updates with the table passed by value as kernel parameters (no device table):
 // up to kMaxPackedTensors tensors per launch, more are split over several launches.
 // `host_entries` need not have first_chunk filled. Used by the single-tensor ottr ops.

@@ -1,0 +1,200 @@
+// ottr::GemmAdamUpdate on CUDA (kernels/gemm_adam.cu) against the CPU reference
+// (runtime/cpu/ottr_training_kernels.cc). The executor poisons its arena with NaN bytes before
+// the kernels run, so an element the kernel does not write shows up.
+//
+// Exact case: A and B hold small integers (random in [-4, 4]), so every partial sum of the
+// product and of the bias is an integer below 2^24, exact in float32 in any order: the kernel's
+// gradients equal the CPU's, the element arithmetic is the CPU's (round-to-nearest intrinsics, no
+// contraction), and p', m', v' must match bit for bit.
+//
+// Random case: A, B uniform floats. The gradient differs from the CPU's by the order of k float32
+// additions: |Δg| <= (k + 2)·2^-24·S with S = Σ_k |a·b| (the bias sums are in double on both
+// sides: equal). m' = m + w1·(g - m) and v' = β2·v + w2·g² move by w1·|Δg| and w2·(2|g| + |Δg|)·|Δg|
+// plus their own float32 roundings (4 operations, 2^-24 each, on terms of |m| + w1·|g - m| and
+// β2·v + w2·g²); p' is checked by evaluating Adam in double at g ± Δg: the CPU's p' and the GPU's
+// must both lie within that range widened by float32 rounding (8 operations on |p| + |step|).
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "ir/op_registry.h"
+#include "ir/parser.h"
+#include "runtime/cpu/cpu_executor.h"
+#include "runtime/cuda/cuda_executor.h"
+#include "tests/test_util.h"
+
+namespace ottr {
+namespace {
+
+constexpr double kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8, kLr = 1e-2;
+constexpr int64_t kStep = 3;
+
+// g = Aᵀ·B with A [k, m], B [k, n] and, with a bias, its gradient over A ("a", [m]) or B ("b", [n]).
+std::string Graph(int64_t k, int64_t m, int64_t n, const std::string& bias, bool decoupled) {
+  const std::string w = absl::StrCat("f32[", m, ",", n, "]");
+  const std::string b = absl::StrCat("f32[", bias == "a" ? m : n, "]");
+  const bool with_bias = !bias.empty();
+  std::string s = absl::StrCat("graph \"g\" {\n  opset ai.onnx 17\n  input %lr : f32[]\n  input %s : i64[]\n",
+                               "  input %a : f32[", k, ",", m, "]\n  input %b : f32[", k, ",", n, "]\n");
+  for (const char* t : {"p", "m", "v"}) {
+    absl::StrAppend(&s, "  input %", t, "0 : ", w, "\n");
+    if (with_bias) absl::StrAppend(&s, "  input %", t, "1 : ", b, "\n");
+  }
+  std::string outs, ins;
+  for (const char* t : {"p", "m", "v"}) {
+    absl::StrAppend(&outs, outs.empty() ? "" : ", ", "%", t, "0.new : ", w);
+    absl::StrAppend(&ins, ", %", t, "0");
+    if (with_bias) {
+      absl::StrAppend(&outs, ", %", t, "1.new : ", b);
+      absl::StrAppend(&ins, ", %", t, "1");
+    }
+  }
+  absl::StrAppend(&s, "  ", outs, " = ottr::GemmAdamUpdate(%lr, %s, %a, %b", ins, ") {beta1 = 0.9, beta2 = 0.999, ",
+                  "decoupled = ", decoupled ? 1 : 0, ", epsilon = 1e-08, weight_decay = ", decoupled ? "0.01" : "0.0",
+                  with_bias ? absl::StrCat(", bias = \"", bias, "\"") : "", "}\n");
+  for (const char* t : {"p", "m", "v"}) {
+    absl::StrAppend(&s, "  output %", t, "0.new\n");
+    if (with_bias) absl::StrAppend(&s, "  output %", t, "1.new\n");
+  }
+  return s + "}";
+}
+
+// Adam in double (the kernel's formula) for one element.
+struct AdamOut {
+  double p, m, v;
+};
+AdamOut AdamDouble(double p, double g, double m, double v, double wd, bool decoupled) {
+  const double lr = kLr, t = static_cast<double>(kStep);
+  if (wd != 0) {
+    if (decoupled) {
+      p *= 1 - lr * wd;
+    } else {
+      g += wd * p;
+    }
+  }
+  const double mn = m + (1 - kBeta1) * (g - m);
+  const double vn = kBeta2 * v + (1 - kBeta2) * g * g;
+  const double denom = std::sqrt(vn) / std::sqrt(1 - std::pow(kBeta2, t)) + kEps;
+  return {p - lr / (1 - std::pow(kBeta1, t)) * (mn / denom), mn, vn};
+}
+
+struct Case {
+  int64_t k, m, n;
+  const char* bias;
+  bool decoupled;
+  bool exact;
+};
+
+class CudaGemmAdamTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaGemmAdamTest, MatchesCpu) {
+  if (!cuda::CudaDeviceAvailable()) GTEST_SKIP() << "no CUDA device visible";
+  const Case& c = GetParam();
+  auto parsed = ir::ParseGraph(Graph(c.k, c.m, c.n, c.bias, c.decoupled));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  std::unique_ptr<ir::Graph> g = std::move(*parsed);
+  ASSERT_TRUE(ir::InferGraphShapes(ir::OpRegistry::Global(), *g).ok());
+  const bool with_bias = std::string(c.bias).size() > 0;
+  runtime::TensorMap feeds;
+  feeds["lr"] = ir::Tensor::Scalar<float>(static_cast<float>(kLr));
+  feeds["s"] = ir::Tensor::Scalar<int64_t>(kStep);
+  auto operand = [&](std::vector<int64_t> dims, uint64_t seed) {
+    ir::Tensor t = testing::RandomFloat(dims, seed, -4.0f, 4.0f);
+    if (c.exact) {
+      for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = std::round(t.data<float>()[i]);
+    }
+    return t;
+  };
+  feeds["a"] = operand({c.k, c.m}, 71);
+  feeds["b"] = operand({c.k, c.n}, 72);
+  uint64_t seed = 80;
+  for (int t = 0; t < (with_bias ? 2 : 1); ++t) {
+    const std::vector<int64_t> dims =
+        t == 0 ? std::vector<int64_t>{c.m, c.n} : std::vector<int64_t>{std::string(c.bias) == "a" ? c.m : c.n};
+    feeds[absl::StrCat("p", t)] = testing::RandomFloat(dims, seed++, -1.0f, 1.0f);
+    feeds[absl::StrCat("m", t)] = testing::RandomFloat(dims, seed++, -1.0f, 1.0f);
+    feeds[absl::StrCat("v", t)] = testing::RandomFloat(dims, seed++, 0.0f, 4.0f);  // second moments >= 0
+  }
+  auto cpu = runtime::cpu::CpuExecutor::Create(*g);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  auto want = (*cpu)->Run(feeds);
+  ASSERT_TRUE(want.ok()) << want.status();
+  auto gpu = cuda::CudaExecutor::Create(*g, cuda::CudaExecutorOptions{});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  const ir::Tensor& a = feeds.at("a");
+  const ir::Tensor& b = feeds.at("b");
+  const double u = std::ldexp(1.0, -24);
+  const double wd = c.decoupled ? 0.01 : 0.0;
+  for (int run = 0; run < 2; ++run) {  // the graph's first replay and a second one
+    auto got = (*gpu)->Run(feeds);
+    ASSERT_TRUE(got.ok()) << got.status();
+    const int n_t = with_bias ? 2 : 1;
+    ASSERT_EQ(got->size(), static_cast<size_t>(3 * n_t));
+    if (c.exact) {
+      for (size_t i = 0; i < got->size(); ++i) {
+        EXPECT_TRUE((*got)[i].BitwiseEquals((*want)[i])) << "output " << g->outputs()[i]->name() << " run " << run;
+      }
+      continue;
+    }
+    // The weight (tensor 0): outputs 0 (p'), n_t (m'), 2·n_t (v').
+    int bad = 0;
+    for (int64_t i = 0; i < c.m; ++i) {
+      for (int64_t j = 0; j < c.n; ++j) {
+        double s = 0, gd = 0;
+        for (int64_t q = 0; q < c.k; ++q) {
+          const double t = a.GetAsDouble(q * c.m + i) * b.GetAsDouble(q * c.n + j);
+          s += std::abs(t);
+          gd += t;
+        }
+        const double dg = (c.k + 2) * u * s;
+        const int64_t e = i * c.n + j;
+        const double p = feeds.at("p0").GetAsDouble(e), m = feeds.at("m0").GetAsDouble(e),
+                     v = feeds.at("v0").GetAsDouble(e);
+        const double gp = (*got)[0].GetAsDouble(e), gm = (*got)[n_t].GetAsDouble(e), gv = (*got)[2 * n_t].GetAsDouble(e);
+        const double wp = (*want)[0].GetAsDouble(e), wm = (*want)[n_t].GetAsDouble(e), wv = (*want)[2 * n_t].GetAsDouble(e);
+        const double g_abs = std::abs(gd) + dg + wd * std::abs(p);
+        const double m_bound = (1 - kBeta1) * 2 * dg + 8 * u * (std::abs(m) + (1 - kBeta1) * (g_abs + std::abs(m)));
+        const double v_bound = (1 - kBeta2) * (2 * g_abs + 2 * dg) * 2 * dg + 8 * u * (kBeta2 * v + (1 - kBeta2) * g_abs * g_abs);
+        const AdamOut lo = AdamDouble(p, gd - 2 * dg, m, v, wd, c.decoupled);
+        const AdamOut hi = AdamDouble(p, gd + 2 * dg, m, v, wd, c.decoupled);
+        const double step = kLr / (1 - std::pow(kBeta1, kStep)) * (std::abs(lo.m) + std::abs(hi.m)) /
+                            (std::sqrt(std::min(lo.v, hi.v)) / std::sqrt(1 - std::pow(kBeta2, kStep)) + kEps);
+        const double p_lo = std::min(lo.p, hi.p) - 16 * u * (std::abs(p) + step);
+        const double p_hi = std::max(lo.p, hi.p) + 16 * u * (std::abs(p) + step);
+        const bool ok = std::abs(gm - wm) <= m_bound && std::abs(gv - wv) <= v_bound && gp >= p_lo && gp <= p_hi &&
+                        wp >= p_lo && wp <= p_hi;
+        if (!ok && bad++ < 5) {
+          ADD_FAILURE() << "[" << i << ", " << j << "] p' " << gp << " (CPU " << wp << ", range " << p_lo << ".."
+                        << p_hi << "), m' " << gm << " (CPU " << wm << ", bound " << m_bound << "), v' " << gv
+                        << " (CPU " << wv << ", bound " << v_bound << ")";
+        }
+      }
+    }
+    EXPECT_EQ(bad, 0) << "run " << run;
+    // The bias: sums in double on both sides, the same float32 gradient: bit for bit.
+    if (with_bias) {
+      for (int o = 0; o < 3; ++o) {
+        EXPECT_TRUE((*got)[o * n_t + 1].BitwiseEquals((*want)[o * n_t + 1])) << "bias output " << o << " run " << run;
+      }
+    }
+  }
+}
+
+// Tiles of 32 x 64 with k in steps of 32: shapes on and off those multiples, k below one step, the
+// batch-128 MLP's first layer, both bias sides, Adam and AdamW.
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaGemmAdamTest,
+    ::testing::Values(Case{40, 33, 70, "a", false, true}, Case{40, 33, 70, "b", true, true},
+                      Case{7, 5, 3, "", false, true}, Case{256, 64, 128, "a", true, true},
+                      Case{128, 512, 784, "a", false, false}, Case{100, 70, 129, "b", true, false},
+                      Case{32, 12, 512, "", false, false}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      const Case& c = info.param;
+      return absl::StrCat("k", c.k, "m", c.m, "n", c.n, std::string(c.bias).empty() ? "" : "_bias_", c.bias,
+                          c.decoupled ? "_adamw" : "_adam", c.exact ? "_exact" : "_random");
+    });
+
+}  // namespace
+}  // namespace ottr
