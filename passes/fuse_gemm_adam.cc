@@ -44,10 +44,10 @@ using ir::Value;
 
 constexpr char kName[] = "fuse-gemm-adam";
 
-// The largest k (the batch of a weight gradient) the fused kernel takes: it sums in float32 on the
-// CUDA cores, 2·m·n·k flops at ~67 TFLOP/s on the H200 where cuBLASLt's TF32 kernels reach
-// several times that, so past a few hundred rows the separate GEMM wins back what the launches
-// cost (batch 128 measured: bench/RESULTS.md 2026-12-05 (2)).
+// The largest k (the batch of a weight gradient) the fused kernel takes (kernels::kGemmAdamMaxK:
+// it keeps all k rows of its operand tiles in shared memory). It sums in float32 on the CUDA
+// cores, 2·m·n·k flops at ~67 TFLOP/s where cuBLASLt's TF32 kernels reach several times that, so
+// past a few hundred rows the separate GEMM would win back what the launches cost.
 constexpr int64_t kMaxK = 256;
 
 struct Match {

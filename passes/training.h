@@ -145,6 +145,12 @@ struct TrainingSpec {
   // GEMMs for every pair measured, and a node run as separate GEMMs loses the two streams'
   // overlap (bench/RESULTS.md 2026-12-05).
   bool group_gemms = false;
+  // With fuse_epilogues and a grouped update: a weight gradient of k <= 256 rows (the batch) that
+  // only an unguarded float32 Adam update reads becomes, with its bias gradient and that update,
+  // one ottr::GemmAdamUpdate (fuse-gemm-adam, passes/fuse_gemm_adam.cc). Off (`--fuse-gemm-adam
+  // on`): the first kernel made the small MLP's step at batch 128 slower on the H100 (57.0 against
+  // 49.1 µs, bench/RESULTS.md 2026-12-05 (2)); its one-round-trip rewrite is not yet timed.
+  bool fuse_gemm_adam = false;
   // With kBf16/kFp16 and a grouped update: the optimizer writes each parameter's 16-bit copy for
   // the next forward instead of a Cast per parameter per step (optimizer-low-copies,
   // passes/mixed_precision.h). The copies are state: RefreshLowPrecisionCopies after setting
@@ -186,8 +192,8 @@ std::string GradName(const std::string& param);
 //   fuse-gemm-bgrad, fuse-sce-bgrad, fuse-linear-sce, fuse-linear-relu-grad (when spec.fuse_epilogues),
 //   nhwc-layout (when spec.channels_last), kmajor-gemm-operands (when spec.kmajor_gemm_operands with TF32),
 //   fuse-conv-activation, fuse-maxpool-relu-grad (when spec.fuse_epilogues), group-gemms (when
-//   spec.group_gemms), fuse-gemm-adam (when spec.fuse_epilogues with spec.multi_tensor_updates;
-//   declines guarded updates), split-optimizer-updates (when
+//   spec.group_gemms), fuse-gemm-adam (when spec.fuse_gemm_adam with spec.fuse_epilogues and
+//   spec.multi_tensor_updates; declines guarded updates), split-optimizer-updates (when
 //   spec.multi_tensor_updates; declines guarded updates), optimizer-low-copies (when
 //   spec.optimizer_low_copies with bf16/fp16).
 absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec);

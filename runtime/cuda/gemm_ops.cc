@@ -344,71 +344,36 @@ absl::StatusOr<CompiledOp> CompileGroupedGemm(OpCompileContext& ctx) {
   if (const char* env = std::getenv("OTTR_GROUPED_GEMM")) choice = env;
   if (choice != "grouped" && choice != "separate" && !ctx.libs().LookupAlgo(key, &choice)) {
     ctx.libs().CountAlgoSearch();
-    std::vector<void*> buffers, ins, outs;
-    auto alloc = [&](int64_t bytes) -> void* {
-      void* p = nullptr;
-      if (cudaMalloc(&p, std::max<int64_t>(bytes, 256)) != cudaSuccess) return nullptr;
-      cudaMemset(p, 0x3c, std::max<int64_t>(bytes, 256));  // not zeros: 1.15e-2 as f32
-      buffers.push_back(p);
-      return p;
-    };
+    GraphTimer timer;
+    std::vector<void*> ins, outs;
     const int64_t es = static_cast<int64_t>(ir::DTypeSize(dtype));
-    bool ok = true;
+    bool ok = timer.ok();
     for (int i = 0; i < count; ++i) {
-      ins.push_back(alloc(ir::NumElements(ctx.input_dims(2 * i)) * es));
-      ins.push_back(alloc(ir::NumElements(ctx.input_dims(2 * i + 1)) * es));
-      outs.push_back(alloc(ir::NumElements(ctx.output_dims(i)) * es));
+      ins.push_back(timer.Alloc(ir::NumElements(ctx.input_dims(2 * i)) * es));
+      ins.push_back(timer.Alloc(ir::NumElements(ctx.input_dims(2 * i + 1)) * es));
+      outs.push_back(timer.Alloc(ir::NumElements(ctx.output_dims(i)) * es));
     }
-    void* workspace = alloc(std::max(separate_ws, kGroupedWorkspace));
+    void* workspace = timer.Alloc(std::max(separate_ws, kGroupedWorkspace));
     const std::vector<void*> host_table = GroupedTable(ins, outs);
-    void* table = alloc(static_cast<int64_t>(host_table.size() * sizeof(void*)));
-    for (void* p : buffers) ok &= p != nullptr;
-    ok = ok && cudaMemcpy(table, host_table.data(), host_table.size() * sizeof(void*), cudaMemcpyHostToDevice) == cudaSuccess;
-    cudaStream_t stream = nullptr;
-    cudaEvent_t start = nullptr, stop = nullptr;
-    ok = ok && cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess &&
-         cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess;
-    constexpr int kRuns = 8;
-    auto time_in_graph = [&](auto&& run) -> float {
-      if (!run().ok() || cudaStreamSynchronize(stream) != cudaSuccess) {
-        cudaGetLastError();
-        return -1;
-      }
-      cudaGraph_t graph = nullptr;
-      cudaGraphExec_t exec = nullptr;
-      bool failed = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess;
-      for (int r = 0; r < kRuns && !failed; ++r) failed = !run().ok();
-      if (cudaStreamEndCapture(stream, &graph) != cudaSuccess || graph == nullptr) failed = true;
-      failed = failed || cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess;
-      float ms = 0;
-      failed = failed || cudaGraphLaunch(exec, stream) != cudaSuccess || cudaEventRecord(start, stream) != cudaSuccess ||
-               cudaGraphLaunch(exec, stream) != cudaSuccess || cudaEventRecord(stop, stream) != cudaSuccess ||
-               cudaEventSynchronize(stop) != cudaSuccess || cudaEventElapsedTime(&ms, start, stop) != cudaSuccess;
-      if (exec != nullptr) cudaGraphExecDestroy(exec);
-      if (graph != nullptr) cudaGraphDestroy(graph);
-      if (failed) {
-        cudaGetLastError();
-        return -1;
-      }
-      return ms;
-    };
+    void* table = timer.Alloc(static_cast<int64_t>(host_table.size() * sizeof(void*)));
+    for (void* p : ins) ok &= p != nullptr;
+    for (void* p : outs) ok &= p != nullptr;
+    ok = ok && workspace != nullptr && table != nullptr &&
+         cudaMemcpy(table, host_table.data(), host_table.size() * sizeof(void*), cudaMemcpyHostToDevice) == cudaSuccess;
+    const cudaStream_t stream = timer.stream();
+    constexpr int kRuns = GraphTimer::kRuns;
     float grouped_ms = -1, separate_ms = -1;
     if (ok) {
-      grouped_ms = time_in_graph([&] {
-        return RunGrouped(blas, *plan, static_cast<void* const*>(table), workspace, kGroupedWorkspace, stream);
+      grouped_ms = timer.Time([&] {
+        return RunGrouped(blas, *plan, static_cast<void* const*>(table), workspace, kGroupedWorkspace, stream).ok();
       });
-      separate_ms = time_in_graph([&]() -> absl::Status {
+      separate_ms = timer.Time([&] {
         for (int i = 0; i < count; ++i) {
-          OTTR_RETURN_IF_ERROR(separate[i]->Run(ins[2 * i], ins[2 * i + 1], outs[i], nullptr, nullptr, workspace, stream));
+          if (!separate[i]->Run(ins[2 * i], ins[2 * i + 1], outs[i], nullptr, nullptr, workspace, stream).ok()) return false;
         }
-        return absl::OkStatus();
+        return true;
       });
     }
-    if (stream != nullptr) cudaStreamDestroy(stream);
-    if (start != nullptr) cudaEventDestroy(start);
-    if (stop != nullptr) cudaEventDestroy(stop);
-    for (void* p : buffers) cudaFree(p);
-    cudaGetLastError();
     if (grouped_ms < 0 && separate_ms < 0) {
       return ctx.Error(absl::StrCat("neither the grouped launch nor the separate GEMMs ran (", key, ")"));
     }

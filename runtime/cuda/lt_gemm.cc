@@ -327,6 +327,64 @@ absl::StatusOr<std::unique_ptr<LtGemm>> LtGemm::Create(CudaLibraries& libs, cons
   return g;
 }
 
+GraphTimer::GraphTimer() {
+  if (cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking) != cudaSuccess) stream_ = nullptr;
+  if (cudaEventCreate(&start_) != cudaSuccess) start_ = nullptr;
+  if (cudaEventCreate(&stop_) != cudaSuccess) stop_ = nullptr;
+  cudaGetLastError();
+}
+
+GraphTimer::~GraphTimer() {
+  cudaGetLastError();
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  if (start_ != nullptr) cudaEventDestroy(start_);
+  if (stop_ != nullptr) cudaEventDestroy(stop_);
+  for (void* p : buffers_) cudaFree(p);
+}
+
+void* GraphTimer::Alloc(int64_t bytes) {
+  void* p = nullptr;
+  if (cudaMalloc(&p, std::max<int64_t>(bytes, 256)) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  cudaMemset(p, 0x3c, std::max<int64_t>(bytes, 256));
+  buffers_.push_back(p);
+  return p;
+}
+
+float GraphTimer::Time(const std::function<bool()>& run, size_t* nodes) {
+  if (nodes != nullptr) *nodes = 0;
+  if (!ok() || !run() || cudaStreamSynchronize(stream_) != cudaSuccess) {  // warm-up; skip what fails
+    cudaGetLastError();
+    return -1;
+  }
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  bool failed = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal) != cudaSuccess;
+  for (int r = 0; r < kRuns && !failed; ++r) failed = !run();
+  if (cudaStreamEndCapture(stream_, &graph) != cudaSuccess || graph == nullptr) failed = true;
+  if (!failed) {
+    size_t count = 0;
+    if (nodes != nullptr && cudaGraphGetNodes(graph, nullptr, &count) == cudaSuccess) *nodes = count / kRuns;
+    failed = cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess;
+  }
+  float ms = 0;
+  if (!failed) {
+    failed = cudaGraphLaunch(exec, stream_) != cudaSuccess;  // warm
+    failed = failed || cudaEventRecord(start_, stream_) != cudaSuccess || cudaGraphLaunch(exec, stream_) != cudaSuccess ||
+             cudaEventRecord(stop_, stream_) != cudaSuccess || cudaEventSynchronize(stop_) != cudaSuccess ||
+             cudaEventElapsedTime(&ms, start_, stop_) != cudaSuccess;
+  }
+  if (exec != nullptr) cudaGraphExecDestroy(exec);
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  if (failed) {
+    cudaGetLastError();
+    return -1;
+  }
+  return ms;
+}
+
 // Times each heuristic candidate (and, with `ottr`, each configuration of ottr's kernel that fits) on
 // scratch buffers (compile time, outside any captured graph; the timing captures its own graph on
 // a private stream) and keeps the fastest: the heuristic's first choice is often not the fastest
@@ -349,14 +407,8 @@ absl::Status LtGemm::Autotune(const cublasLtMatmulHeuristicResult_t* results, in
   for (int t = 0; ottr && t < kernels::SmallGemmConfigCount(); ++t) {
     ws = std::max(ws, kernels::SmallGemmWorkspaceBytes(t, OttrArgs(c, {}, {}, {}, {}, {}, {})));
   }
-  std::vector<void*> buffers;
-  auto alloc = [&](int64_t bytes) -> void* {
-    void* p = nullptr;
-    if (cudaMalloc(&p, std::max<int64_t>(bytes, 256)) != cudaSuccess) return nullptr;
-    cudaMemset(p, 0x3c, std::max<int64_t>(bytes, 256));
-    buffers.push_back(p);
-    return p;
-  };
+  GraphTimer timer;
+  auto alloc = [&](int64_t bytes) { return timer.Alloc(bytes); };
   void* a = alloc(a_bytes);
   void* b = alloc(b_bytes);
   void* d = alloc(d_bytes);
@@ -370,49 +422,11 @@ absl::Status LtGemm::Autotune(const cublasLtMatmulHeuristicResult_t* results, in
   }
   void* counters = alloc(counter_bytes);
   if (counters != nullptr) cudaMemset(counters, 0, std::max<int64_t>(counter_bytes, 256));
-  cudaStream_t stream = nullptr;
-  cudaEvent_t start = nullptr, stop = nullptr;
-  const bool ok = a && b && d && bias && aux && workspace && counters && cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess &&
-                  cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess;
-  // Milliseconds of kRuns launches captured into a CUDA graph, as the executor replays the step: a
-  // small GEMM's host-side cost (descriptor updates, the launch) would otherwise dominate what is
-  // measured, and a split-K candidate's extra reduction kernel costs what it costs inside a graph.
-  // -1 when the launch fails.
-  // `nodes`: the graph nodes one call adds (a kernel, plus any memset or second kernel cuBLASLt
-  // issues for it).
-  constexpr int kRuns = 8;
+  const cudaStream_t stream = timer.stream();
+  const bool ok = a && b && d && bias && aux && workspace && counters && timer.ok();
+  constexpr int kRuns = GraphTimer::kRuns;
   size_t nodes = 0;
-  auto time_in_graph = [&](auto&& run) -> float {
-    nodes = 0;
-    if (!run() || cudaStreamSynchronize(stream) != cudaSuccess) {  // warm-up; skip what fails
-      cudaGetLastError();
-      return -1;
-    }
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    bool failed = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess;
-    for (int r = 0; r < kRuns && !failed; ++r) failed = !run();
-    if (cudaStreamEndCapture(stream, &graph) != cudaSuccess || graph == nullptr) failed = true;
-    if (!failed) {
-      size_t count = 0;
-      if (cudaGraphGetNodes(graph, nullptr, &count) == cudaSuccess) nodes = count / kRuns;
-      failed = cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess;
-    }
-    float ms = 0;
-    if (!failed) {
-      failed = cudaGraphLaunch(exec, stream) != cudaSuccess;  // warm
-      failed = failed || cudaEventRecord(start, stream) != cudaSuccess || cudaGraphLaunch(exec, stream) != cudaSuccess ||
-               cudaEventRecord(stop, stream) != cudaSuccess || cudaEventSynchronize(stop) != cudaSuccess;
-      if (!failed) cudaEventElapsedTime(&ms, start, stop);
-    }
-    if (exec != nullptr) cudaGraphExecDestroy(exec);
-    if (graph != nullptr) cudaGraphDestroy(graph);
-    if (failed) {
-      cudaGetLastError();
-      return -1;
-    }
-    return ms;
-  };
+  auto time_in_graph = [&](const std::function<bool()>& run) { return timer.Time(run, &nodes); };
   const bool log = std::getenv("OTTR_LOG_GEMM_ALGOS") != nullptr;
   float best = -1;
   if (ok) {
@@ -526,11 +540,6 @@ absl::Status LtGemm::Autotune(const cublasLtMatmulHeuristicResult_t* results, in
       workspace_bytes_ = best_ws;
     }
   }
-  cudaGetLastError();
-  if (stream != nullptr) cudaStreamDestroy(stream);
-  if (start != nullptr) cudaEventDestroy(start);
-  if (stop != nullptr) cudaEventDestroy(stop);
-  for (void* p : buffers) cudaFree(p);
   return absl::OkStatus();
 }
 

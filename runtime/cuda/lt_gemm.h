@@ -17,9 +17,11 @@
 
 #include <cublasLt.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "ir/dtype.h"
@@ -40,6 +42,35 @@ enum class GemmEpilogue {
   kDGeluBgrad,
   kBgradA,        // bias gradient from A (Σ over K of op(A)... see cuBLASLt docs)
   kBgradB,        // bias gradient from B
+};
+
+// Times launches as the executor replays them, for the GEMM autotuners (LtGemm::Autotune, the
+// GroupedGemm compile in gemm_ops.cc): scratch buffers filled with 0x3c bytes (1.15e-2 as float32:
+// not zeros), a private non-blocking stream and two events. Time() captures kRuns calls of `run`
+// into a CUDA graph on that stream, replays it once to warm up and once timed: a small GEMM's
+// host-side cost would otherwise dominate, and a candidate's extra kernels (split-K's reduction)
+// cost what they cost inside a graph. Compile time only, outside any capture.
+class GraphTimer {
+ public:
+  static constexpr int kRuns = 8;
+  GraphTimer();
+  ~GraphTimer();  // frees the buffers, the stream and the events; clears a sticky launch error
+  GraphTimer(const GraphTimer&) = delete;
+  GraphTimer& operator=(const GraphTimer&) = delete;
+
+  bool ok() const { return stream_ != nullptr && start_ != nullptr && stop_ != nullptr; }
+  cudaStream_t stream() const { return stream_; }
+  // A scratch buffer of max(bytes, 256) bytes, freed with the timer; nullptr when cudaMalloc fails.
+  void* Alloc(int64_t bytes);
+  // Milliseconds of kRuns calls of run() (true: launched), or -1 when a call, the capture or the
+  // replay fails (the error is cleared). `nodes`, when given: the graph nodes one call adds (a
+  // kernel, plus any memset or second kernel the library issues for it).
+  float Time(const std::function<bool()>& run, size_t* nodes = nullptr);
+
+ private:
+  std::vector<void*> buffers_;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
 };
 
 struct GemmConfig {

@@ -280,6 +280,10 @@ absl::StatusOr<CompiledOp> CompileGemmAdamUpdate(OpCompileContext& ctx) {
       bd.size() != 2 || ad[0] != bd[0]) {
     return ctx.Error(absl::StrCat("A ", DimsString(ad), " and B ", DimsString(bd), " must be float32 [k, m], [k, n]"));
   }
+  if (ad[0] > kernels::kGemmAdamMaxK) {
+    return ctx.Unsupported(absl::StrCat("k = ", ad[0], " (the kernel keeps at most ", kernels::kGemmAdamMaxK,
+                                        " rows of A and B in shared memory)"));
+  }
   const std::string bias = ctx.node().GetString("bias", "");
   if (n == 2 && bias != "a" && bias != "b") return ctx.Error("a bias update needs bias = \"a\" or \"b\"");
   std::vector<int64_t> numel(n);

@@ -49,6 +49,7 @@ Step MakeStep(const std::string& model, int64_t batch, std::vector<int64_t> feat
   // fuse-gemm-adam (which runs with them) for gemm_adam on the multi-tensor side
   spec.fuse_epilogues = channels_last || (gemm_adam && multi_tensor);
   spec.group_gemms = group_gemms;
+  spec.fuse_gemm_adam = gemm_adam;
   if (sgd) {
     spec.optimizer.kind = passes::OptimizerSpec::Kind::kSgd;
     spec.optimizer.momentum = 0.9f;

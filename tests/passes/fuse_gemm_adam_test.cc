@@ -179,6 +179,7 @@ TEST_P(FuseGemmAdamStepTest, SameBitsAsTheGroupedUpdate) {
   spec.optimizer.weight_decay = 0.01f;
   spec.multi_tensor_updates = true;
   spec.fuse_epilogues = true;
+  spec.fuse_gemm_adam = true;
   spec.precision = passes::Precision::kTf32;  // the CUDA tools' pipeline; the CPU computes float32
   auto fused = passes::BuildTrainingGraph(**forward, spec);
   spec.disabled_passes.insert("fuse-gemm-adam");

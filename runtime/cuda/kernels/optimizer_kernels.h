@@ -98,8 +98,10 @@ cudaError_t LaunchMultiTensorSgd(const MultiTensorEntry* device_table, int num_t
 // TF32), optionally the bias gradient (bias 0: Σ_k of A's rows, [m]; bias 1: of B's rows, [n];
 // in double, increasing k, rounded once), and the Adam update of the weight [m, n] (tensor 0)
 // and the bias (tensor 1) from them, element arithmetic as LaunchPackedAdam. The gradients are
-// never stored. Outputs may alias their inputs. For small k (the batch of a weight gradient):
-// each block keeps a 32 x 64 tile of g in registers and reads A and B once per tile.
+// never stored. Outputs may alias their inputs. For small k (the batch of a weight gradient),
+// k <= kGemmAdamMaxK: each block keeps a 32 x 64 tile of g in registers and all k rows of its
+// A and B columns in shared memory (96 KB at k = 256).
+constexpr int64_t kGemmAdamMaxK = 256;
 struct GemmAdamArgs {
   const float* a = nullptr;
   const float* b = nullptr;
