@@ -19,6 +19,20 @@ inline constexpr int kLinearSceMaxClasses = 32;
 inline constexpr int kLinearSceWarps = 4;
 inline constexpr int64_t kLinearSceMaxSmemBytes = 200 * 1024;
 
+// The SoftmaxCrossEntropy kernels (runtime/cuda/kernels/loss_kernels.cu) run rows of `ld`
+// elements as one block of kSceBlockThreads threads, which counts the labels itself, up to
+// SceOneBlockRows rows: a warp per 32 / width rows (width = ld rounded up to a power of two in
+// [4, 32] lanes), `passes` passes of the block's warps; rows of more than 1024 elements a block
+// each, in one block up to 4 rows. A larger grid's blocks count the labels together and wait for
+// each other, unless ottr::CountLabels counted them before (count-labels-early adds it there).
+inline constexpr int kSceBlockThreads = 512;
+constexpr int64_t SceOneBlockRows(int64_t ld, int64_t passes = 4) {
+  if (ld > 1024) return 4;
+  int64_t width = 4;
+  while (width < ld && width < 32) width *= 2;
+  return passes * (kSceBlockThreads / 32) * (32 / width);
+}
+
 // fuse-linear-sce makes the node for at most this many rows: there each block of the kernel counts
 // the labels itself and the three or four nodes it replaces are short dependent launches (batch
 // 128: 49.9 against 53.6 µs per step). Above, the cooperative grid with a row per warp (or four)

@@ -486,8 +486,79 @@ class FuseLinearScePass : public Pass {
   }
 };
 
+// --- count-labels-early ------------------------------------------------------------------------
+
+constexpr char kCountName[] = "count-labels-early";
+
+struct CountPlan {
+  Node* sce = nullptr;  // ottr::SoftmaxCrossEntropyWithGrad
+};
+
+// The fused node needs dloss / count before it writes dlogits; where its kernel's grid has more
+// than one block (ir::SceOneBlockRows), the blocks count the labels together and wait for each
+// other: a cooperative launch with a grid-wide barrier on the step's critical path (the small MLP
+// at batch 8192: 9.6 µs for 0.4 MB of logits). The labels are an input of the step, so their count
+// can be made at its start, off that path.
+std::optional<CountPlan> MatchCount(Node* s, std::string* why) {
+  if (s->num_inputs() > 3 && s->input(3) != nullptr) {
+    *why = "it already reads the labels' count";
+    return std::nullopt;
+  }
+  const ir::TensorType& logits = s->input(0)->type();
+  if (!logits.is_static() || logits.shape->size() != 2) {
+    *why = absl::StrCat("the logits ", logits.ToString(), " are not a static [N, C]");
+    return std::nullopt;
+  }
+  const int64_t n = (*logits.shape)[0].value(), ld = (*logits.shape)[1].value();
+  if (n <= ir::SceOneBlockRows(ld)) {
+    *why = absl::StrCat(n, " rows of ", ld, " run as one block, which counts the labels itself (up to ",
+                        ir::SceOneBlockRows(ld), ")");
+    return std::nullopt;
+  }
+  return CountPlan{s};
+}
+
+absl::Status RewriteCount(ir::Graph& g, const CountPlan& p, std::ostream* remarks) {
+  Node* s = p.sce;
+  Value* labels = s->input(1);
+  const int64_t ignore = s->GetInt("ignore_index", -100);
+  OTTR_ASSIGN_OR_RETURN(Node * count,
+                        fusion::AddInferred(g, {"CountLabels", std::string(ir::kOttrDomain), {labels},
+                                                {g.UniqueName(labels->name() + ".count")},
+                                                {{"ignore_index", ir::Attribute(ignore)}}, s->origin()}));
+  std::vector<Value*> inputs = {s->input(0), s->input(1), s->input(2), count->output(0)};
+  std::vector<std::string> names;
+  for (int i = 0; i < s->num_outputs(); ++i) names.push_back(g.UniqueName(s->output(i)->name() + ".c"));
+  OTTR_ASSIGN_OR_RETURN(Node * f, fusion::AddInferred(g, {"SoftmaxCrossEntropyWithGrad", std::string(ir::kOttrDomain),
+                                                          inputs, names, s->attrs(), s->origin()}));
+  const std::string what = s->Describe();
+  fusion::Renames renames;
+  for (int i = 0; i < s->num_outputs(); ++i) renames.Replace(g, s->output(i), f->output(i));
+  OTTR_RETURN_IF_ERROR(fusion::EraseDead(g, {s}));
+  renames.Apply(g);
+  Remark(remarks, kCountName,
+         absl::StrCat(what, " reads the labels' count from ottr::CountLabels(", labels->name(), ")"));
+  return absl::OkStatus();
+}
+
+class CountLabelsEarlyPass : public Pass {
+ public:
+  absl::string_view name() const override { return kCountName; }
+
+  absl::StatusOr<bool> Run(ir::Graph& g) override {
+    OTTR_ASSIGN_OR_RETURN(std::vector<Node*> order, g.TopoOrder());
+    std::vector<Node*> roots;
+    for (Node* n : order) {
+      if (fusion::IsOttr(n, "SoftmaxCrossEntropyWithGrad")) roots.push_back(n);
+    }
+    return fusion::MatchAndRewrite(roots, remarks(), kCountName, MatchCount,
+                                   [&](const CountPlan& p) { return RewriteCount(g, p, remarks()); });
+  }
+};
+
 }  // namespace
 
+std::unique_ptr<Pass> CreateCountLabelsEarlyPass() { return std::make_unique<CountLabelsEarlyPass>(); }
 std::unique_ptr<Pass> CreateFuseSceGradPass() { return std::make_unique<FuseSceGradPass>(); }
 std::unique_ptr<Pass> CreateFuseSceBgradPass() { return std::make_unique<FuseSceBgradPass>(); }
 std::unique_ptr<Pass> CreateFuseLinearScePass() { return std::make_unique<FuseLinearScePass>(); }

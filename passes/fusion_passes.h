@@ -28,6 +28,9 @@
 //   fuse-linear-sce       a float32 classifier of <= 32 classes, the loss node and the data gradient
 //                         GEMM through it (drelu / none) -> one ottr::LinearSoftmaxCrossEntropyWithGrad
 //                         (fuse_sce_grad.cc)
+//   count-labels-early    a loss node whose kernel runs more than one block reads the labels'
+//                         count from an ottr::CountLabels made at the step's start (no grid-wide
+//                         barrier in the loss kernel; fuse_sce_grad.cc)
 //   fuse-linear-relu-grad what fuse-linear-sce left: a float32 data gradient dZ·W of K <= 16
 //                         read only by a ReluGradBiasGrad, and the weight gradient dZᵀ·Y of the
 //                         same layer -> one ottr::LinearReluGrad (fuse_linear_relu_grad.cc)
@@ -72,6 +75,11 @@ std::unique_ptr<Pass> CreateFuseSceBgradPass();
 // and the drelu / none FusedGemm of dlogits and the same weight -> one
 // ottr::LinearSoftmaxCrossEntropyWithGrad (fuse_sce_grad.cc).
 std::unique_ptr<Pass> CreateFuseLinearScePass();
+// count-labels-early: an ottr::SoftmaxCrossEntropyWithGrad whose CUDA kernel runs more than one
+// block (ir::SceOneBlockRows) reads the labels' count from an ottr::CountLabels of the step's
+// labels (its fourth input), made at the start of the step instead of by a grid-wide barrier in
+// the loss kernel (fuse_sce_grad.cc).
+std::unique_ptr<Pass> CreateCountLabelsEarlyPass();
 // passes/fuse_linear_relu_grad.cc: Gemm(dZ, W) (K <= 16) read only by ReluGradBiasGrad(·, Y), with
 // the weight gradient dZᵀ·Y (bgrada or plain) -> one ottr::LinearReluGrad (float32).
 std::unique_ptr<Pass> CreateFuseLinearReluGradPass();

@@ -530,6 +530,7 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
     pm.Add(CreateFuseGemmBgradPass());
     pm.Add(CreateFuseSceBgradPass());
     pm.Add(CreateFuseLinearScePass());
+    pm.Add(CreateCountLabelsEarlyPass());
     pm.Add(CreateFuseLinearReluGradPass());
   }
   if (spec.channels_last) pm.Add(CreateNhwcLayoutPass());

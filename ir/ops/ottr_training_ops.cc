@@ -15,6 +15,11 @@
 //     output folded) and dlogits is [N, C], zero in columns K.. (the Slice's gradient folded).
 //     An optional third output dbias [C] = Σ_i dlogits[i, :] (fuse-sce-bgrad: the bias gradient
 //     of the GEMM before, ReduceSum(dlogits, [0]) folded), summed as ReduceSum does.
+//     An optional fourth input `count` (i64[], ottr::CountLabels of the same labels and
+//     ignore_index) is the mean's divisor, counted before the node runs (count-labels-early): a
+//     reference checks it against the labels.
+//   ottr::CountLabels(labels i64[N] | i32[N]) -> count i64[]
+//     {ignore_index = -100}: the number of labels that are not ignore_index.
 //   ottr::LinearSoftmaxCrossEntropyWithGrad(x f32[N,K], w, [bias f32[C]], labels i64[N], dloss f32[],
 //       [mask u8[N, ReluMaskRowBytes(K)]]) -> (loss f32[], dlogits f32[N,C], dx f32[N,K], [dbias f32[K]])
 //     {transB, ignore_index, label_smoothing, classes = 0, relu_x = 0} (fuse-linear-sce: the
@@ -228,6 +233,12 @@ absl::Status InferSceWithGrad(InferenceContext& ctx) {
   if (dloss.shape && !dloss.shape->empty()) {
     return ctx.Error(absl::StrCat("dloss must be a scalar, got ", dloss.ToString()));
   }
+  if (ctx.has_input(3)) {  // the labels' count (ottr::CountLabels)
+    const TensorType& count = ctx.input_type(3);
+    if (count.dtype != DType::kInt64 || (count.shape && !count.shape->empty())) {
+      return ctx.Error(absl::StrCat("count (input 3) must be an int64 scalar, got ", count.ToString()));
+    }
+  }
   DType g = logits.dtype;
   if (ctx.node().attr("grad_type") != nullptr) {
     absl::StatusOr<DType> o = DTypeFromOnnx(static_cast<int32_t>(ctx.node().GetInt("grad_type", 0)));
@@ -241,6 +252,16 @@ absl::Status InferSceWithGrad(InferenceContext& ctx) {
     if (!logits.shape) return ctx.Error("the column sums of dlogits need the logits' rank");
     ctx.set_output_type(2, TensorType(g, Shape{(*logits.shape)[1]}));
   }
+  return absl::OkStatus();
+}
+
+absl::Status InferCountLabels(InferenceContext& ctx) {
+  OTTR_ASSIGN_OR_RETURN(Shape labels, RankedInput(ctx, 0));
+  const DType lt = ctx.input_type(0).dtype;
+  if (labels.size() != 1 || (lt != DType::kInt64 && lt != DType::kInt32)) {
+    return ctx.Error(absl::StrCat("labels must be int32 or int64 [N], got ", ctx.input_type(0).ToString()));
+  }
+  ctx.set_output_type(0, TensorType(DType::kInt64, Shape{}));
   return absl::OkStatus();
 }
 
@@ -347,8 +368,15 @@ void RegisterOptimizerOps(OpRegistry& r) {
                  .Shape([](InferenceContext& ctx) { return SameAsInput(ctx, 1); })
                  .NotDifferentiable()
                  .Build());
+  r.Register(OpSchemaBuilder(std::string(kOttrDomain), "CountLabels")
+                 .Inputs(1, 1)
+                 .Outputs(1, 1)
+                 .Attr("ignore_index", K::kInt)
+                 .Shape(InferCountLabels)
+                 .NotDifferentiable()
+                 .Build());
   r.Register(OpSchemaBuilder(std::string(kOttrDomain), "SoftmaxCrossEntropyWithGrad")
-                 .Inputs(3, 3)
+                 .Inputs(3, 4)
                  .Outputs(2, 3)
                  .Attr("ignore_index", K::kInt)
                  .Attr("label_smoothing", K::kFloat)

@@ -61,11 +61,17 @@ T SceRows(const T* xs, const Tensor& labels, int64_t n, int64_t c, int64_t ignor
 }
 
 // The SoftmaxCrossEntropyGrad of log_prob `lp` [n, c] into `dx` (zero rows for ignored labels).
+// The labels that are not `ignore` (the mean's divisor; ottr::CountLabels).
+int64_t CountNotIgnored(const Tensor& labels, int64_t ignore) {
+  int64_t count = 0;
+  for (int64_t i = 0; i < labels.num_elements(); ++i) count += Label(labels, i) != ignore;
+  return count;
+}
+
 template <typename T>
 void SceGradRows(double dloss, const T* lp, const Tensor& labels, int64_t n, int64_t c, int64_t ignore, double eps,
                  T* dx) {
-  int64_t count = 0;
-  for (int64_t i = 0; i < n; ++i) count += Label(labels, i) != ignore;
+  const int64_t count = CountNotIgnored(labels, ignore);
   const double scale = dloss / static_cast<double>(count);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t y = Label(labels, i);
@@ -140,6 +146,13 @@ absl::Status SceWithGrad(KernelContext& ctx) {
   if (labels.num_elements() != n) return ctx.Error("labels and logits disagree on the batch size");
   absl::Status s = CheckLabels(ctx, labels, c, ignore);
   if (!s.ok()) return s;
+  if (ctx.has_input(3)) {  // the count made before (count-labels-early) is this one
+    const int64_t given = ctx.input(3).GetAsInt64(0), count = CountNotIgnored(labels, ignore);
+    if (given != count) {
+      return ctx.Error(absl::StrCat("count (input 3) is ", given, " but ", count, " labels are not ignore_index ",
+                                    ignore));
+    }
+  }
   Tensor lp(logits.dtype(), logits.dims());
   const T loss = SceRows<T>(logits.data<T>(), labels, n, c, ignore, eps, lp.data<T>());
   ctx.AllocateOutput(0, logits.dtype(), {}).data<T>()[0] = loss;
@@ -604,6 +617,14 @@ void RegisterOttrTrainingKernels(KernelRegistry& r) {
   r.Register(d, "AdamUpdateN", [](KernelContext& c) { return DispatchFloat<AdamNOp>(c, c.input(2).dtype()); });
   r.Register(d, "GemmAdamUpdate", GemmAdamUpdate);
   r.Register(d, "AllFinite", AllFinite);
+  r.Register(d, "CountLabels", [](KernelContext& c) {
+    const Tensor& labels = c.input(0);
+    if (labels.dtype() != DType::kInt32 && labels.dtype() != DType::kInt64) {
+      return c.Unsupported(absl::StrCat("labels of ", ir::DTypeName(labels.dtype())));
+    }
+    c.AllocateOutput(0, DType::kInt64, {}).data<int64_t>()[0] = CountNotIgnored(labels, c.attr_int("ignore_index", -100));
+    return absl::OkStatus();
+  });
   r.Register(d, "LossScaleUpdate", LossScaleUpdate);
 }
 

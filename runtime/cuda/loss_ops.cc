@@ -212,6 +212,12 @@ absl::StatusOr<CompiledOp> CompileSceWithGrad(OpCompileContext& ctx) {
     return ctx.Error(absl::StrCat("the column sums of dlogits (a third output) need float32 logits and dlogits, got ",
                                   ir::DTypeName(lt), " and ", ir::DTypeName(gt)));
   }
+  // The labels' count made before (ottr::CountLabels, count-labels-early): an int64 scalar.
+  const bool has_count = ctx.has_input(3);
+  if (has_count && (ctx.input_type(3).dtype != DType::kInt64 || ir::NumElements(ctx.input_dims(3)) != 1)) {
+    return ctx.Error(absl::StrCat("count (input 3) must be an int64 scalar, got ", ir::DTypeName(ctx.input_type(3).dtype),
+                                  DimsString(ctx.input_dims(3))));
+  }
   const int64_t kernel_ws = Align256(kernels::SceWithGradWorkspaceBytes(n, c));
   const int64_t bias_ws = bias_grad ? Align256(kernels::SceBiasGradWorkspaceBytes(n, ld)) : 0;
   // The column sums read by someone while dlogits are not: the kernel writes dlogits here.
@@ -234,7 +240,26 @@ absl::StatusOr<CompiledOp> CompileSceWithGrad(OpCompileContext& ctx) {
     OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchSceWithGrad(dtype, grad_dtype, dloss_dtype, a.inputs[0], a.inputs[1],
                                                          labels64, a.inputs[2], loss, dlogits, n, c, ignore, eps,
                                                          a.workspace, a.stream, a.counters, ld, dbias,
-                                                         dbias != nullptr ? ws + kernel_ws : nullptr));
+                                                         dbias != nullptr ? ws + kernel_ws : nullptr,
+                                                         has_count ? a.inputs[3] : nullptr));
+    return absl::OkStatus();
+  };
+  return op;
+}
+
+// ottr::CountLabels (count-labels-early): labels [N] -> the int64 count of those not ignore_index.
+absl::StatusOr<CompiledOp> CompileCountLabels(OpCompileContext& ctx) {
+  OTTR_RETURN_IF_ERROR(RequireLabels(ctx, 0));
+  const std::vector<int64_t> dims = ctx.input_dims(0);
+  if (dims.size() != 1) return ctx.Error(absl::StrCat("labels must be [N], got ", DimsString(dims)));
+  const bool labels64 = ctx.input_type(0).dtype == DType::kInt64;
+  const int64_t n = dims[0];
+  const int64_t ignore = ctx.node().GetInt("ignore_index", -100);
+  CompiledOp op;
+  op.launch = [=](const LaunchArgs& a) -> absl::Status {
+    if (a.outputs[0] == nullptr) return absl::OkStatus();
+    NvtxRange range("CountLabels");
+    OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchCountLabels(a.inputs[0], labels64, n, ignore, a.outputs[0], a.stream));
     return absl::OkStatus();
   };
   return op;
@@ -469,6 +494,7 @@ void RegisterLossCudaOps(CudaOpRegistry& r) {
   r.Register(ottr, "SoftmaxCrossEntropy", CompileSce);
   r.Register(ottr, "SoftmaxCrossEntropyGrad", CompileSceGrad);
   r.Register(ottr, "SoftmaxCrossEntropyWithGrad", CompileSceWithGrad);
+  r.Register(ottr, "CountLabels", CompileCountLabels);
   r.Register(ottr, "LinearSoftmaxCrossEntropyWithGrad", CompileLinearSce);
   r.Register("", "SoftmaxCrossEntropyLoss", [](OpCompileContext& c) { return CompileClassLoss(c, true); });
   r.Register("", "NegativeLogLikelihoodLoss", [](OpCompileContext& c) { return CompileClassLoss(c, false); });

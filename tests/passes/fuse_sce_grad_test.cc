@@ -13,6 +13,8 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "importer/onnx_importer.h"
+#include "ir/printer.h"
+#include "runtime/cpu/cpu_executor.h"
 #include "passes/fusion_passes.h"
 #include "passes/memory_planner.h"
 #include "passes/training.h"
@@ -444,6 +446,124 @@ TEST(FuseSceBgradTrainingTest, MlpStepSumsTheClassifierBiasGradientInTheLoss) {
   testing::ModelStep b = testing::RunStepOnCpu(**forward, {16, 784}, without, 1e-3f);
   ASSERT_TRUE(a.step && b.step);
   EXPECT_EQ(CountOps(*a.step, "ReduceSum") + 1, CountOps(*b.step, "ReduceSum"));
+  testing::ExpectSameStepOutputs(a, b);
+}
+
+// --- count-labels-early -------------------------------------------------------------------------
+
+PassRun RunCountPass(const std::string& text) {
+  return testing::RunPassOnText(passes::CreateCountLabelsEarlyPass(), text);
+}
+
+// The fused loss of 300 rows of 12 logits: more than the CUDA kernel's one block takes
+// (ir::SceOneBlockRows(12) = 128).
+constexpr char kCount[] = R"(graph "g" {
+  opset ai.onnx 17
+  input %logits : f32[300,12]
+  input %labels : i64[300]
+  %seed : f32[] = Constant() {value = tensor<f32[] [1.0]>} origin "autodiff/seed"
+  %loss : f32[], %d : f32[300,12] = ottr::SoftmaxCrossEntropyWithGrad(%logits, %labels, %seed) {ignore_index = -1, label_smoothing = 0.1} origin "loss"
+  output %loss
+  output %d
+})";
+
+runtime::TensorMap CountFeeds(int64_t n) {
+  runtime::TensorMap feeds;
+  feeds["logits"] = testing::RandomFloat({n, 12}, 11, -4.0f, 4.0f);
+  feeds["labels"] = testing::RandomInt64({n}, 12, -1, 11);  // -1: ignored, about 1 in 13
+  return feeds;
+}
+
+TEST(CountLabelsEarlyTest, TheLossReadsACountMadeFromTheLabels) {
+  PassRun r = RunCountPass(kCount);
+  ASSERT_TRUE(r.after);
+  EXPECT_TRUE(r.changed);
+  EXPECT_EQ(IrBody(*r.after),
+            "  %seed : f32[] = Constant() {value = tensor<f32[] [1.0]>} origin \"autodiff/seed\"\n"
+            "  %labels.count : i64[] = ottr::CountLabels(%labels) {ignore_index = -1} origin \"loss\"\n"
+            "  %loss : f32[], %d : f32[300,12] = ottr::SoftmaxCrossEntropyWithGrad(%logits, %labels, %seed, "
+            "%labels.count) {ignore_index = -1, label_smoothing = 0.100000001} origin \"loss\"\n"
+            "  output %loss, %d\n");
+  EXPECT_TRUE(absl::StrContains(r.remarks, "count-labels-early: node 'loss' (ottr.SoftmaxCrossEntropyWithGrad) reads "
+                                           "the labels' count from ottr::CountLabels(labels)"))
+      << r.remarks;
+  // The same bits (the count is the divisor the node computed itself), ignored rows included.
+  const runtime::TensorMap feeds = CountFeeds(300);
+  int64_t ignored = 0;
+  for (int64_t i = 0; i < 300; ++i) ignored += feeds.at("labels").data<int64_t>()[i] == -1;
+  ASSERT_GT(ignored, 0);
+  const std::vector<ir::Tensor> before = RunOnCpu(*r.before, feeds);
+  const std::vector<ir::Tensor> after = RunOnCpu(*r.after, feeds);
+  ASSERT_EQ(before.size(), 2u);
+  ASSERT_EQ(after.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) EXPECT_TRUE(after[i].BitwiseEquals(before[i])) << i;
+  // Run again, the pass finds nothing left to do.
+  PassRun again = RunCountPass(ir::PrintGraph(*r.after));
+  ASSERT_TRUE(again.after);
+  EXPECT_FALSE(again.changed);
+  EXPECT_TRUE(absl::StrContains(again.remarks, "it already reads the labels' count")) << again.remarks;
+}
+
+TEST(CountLabelsEarlyTest, DeclinesRowsThatOneBlockCounts) {
+  std::string text = kCount;
+  for (const std::string& from : {"f32[300,12]", "i64[300]"}) {
+    while (text.find(from) != std::string::npos) {
+      text.replace(text.find(from), from.size(), from[0] == 'f' ? "f32[128,12]" : "i64[128]");
+    }
+  }
+  PassRun r = RunCountPass(text);
+  ASSERT_TRUE(r.after) << text;
+  EXPECT_FALSE(r.changed);
+  EXPECT_EQ(IrBody(*r.after), IrBody(*r.before));
+  EXPECT_TRUE(absl::StrContains(r.remarks, "128 rows of 12 run as one block, which counts the labels itself (up to 128)"))
+      << r.remarks;
+}
+
+// The reference checks a count it is given: a wrong one is an error naming both numbers.
+TEST(CountLabelsEarlyTest, TheReferenceRejectsAWrongCount) {
+  std::string text = kCount;
+  const std::string seed_line = "  %seed : f32[]";
+  text.insert(text.find(seed_line), "  input %count : i64[]\n");
+  text.replace(text.find("%labels, %seed)"), 15, "%labels, %seed, %count)");
+  std::unique_ptr<ir::Graph> g = testing::ParseInferred(text);
+  ASSERT_TRUE(g) << text;
+  runtime::TensorMap feeds = CountFeeds(300);
+  int64_t kept = 0;
+  for (int64_t i = 0; i < 300; ++i) kept += feeds.at("labels").data<int64_t>()[i] != -1;
+  auto cpu = runtime::cpu::CpuExecutor::Create(*g);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  feeds["count"] = ir::Tensor::Scalar<int64_t>(kept);
+  EXPECT_TRUE((*cpu)->Run(feeds).ok());
+  feeds["count"] = ir::Tensor::Scalar<int64_t>(kept + 1);
+  auto bad = (*cpu)->Run(feeds);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), absl::StrCat("count (input 3) is ", kept + 1, " but ", kept,
+                                                                      " labels are not ignore_index -1")))
+      << bad.status();
+}
+
+// The models/mlp step at batch 300 without fuse-linear-sce (which takes the loss up to 1024 rows):
+// one CountLabels, and the step computes the same bits as without the pass.
+TEST(CountLabelsEarlyTrainingTest, MlpStepCountsTheLabelsFirstAndComputesTheSameBits) {
+  auto forward = importer::ImportModelFile(testing::SourcePath("models/mlp/model.onnx"));
+  ASSERT_TRUE(forward.ok()) << forward.status();
+  passes::TrainingSpec spec;
+  spec.batch = 300;
+  spec.precision = passes::Precision::kFp32;
+  spec.fuse_epilogues = true;
+  spec.multi_tensor_updates = true;
+  spec.expose_gradients = true;
+  spec.disabled_passes = {"fuse-linear-sce"};
+  passes::TrainingSpec without = spec;
+  without.disabled_passes = {"fuse-linear-sce", "count-labels-early"};
+  testing::ModelStep a = testing::RunStepOnCpu(**forward, {300, 784}, spec, 1e-3f);
+  testing::ModelStep b = testing::RunStepOnCpu(**forward, {300, 784}, without, 1e-3f);
+  ASSERT_TRUE(a.step && b.step);
+  EXPECT_EQ(CountOps(*a.step, "CountLabels"), 1);
+  EXPECT_EQ(CountOps(*b.step, "CountLabels"), 0);
+  auto plan = passes::PlanMemory(*a.step);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(passes::VerifyPlan(*a.step, *plan).ok());
   testing::ExpectSameStepOutputs(a, b);
 }
 

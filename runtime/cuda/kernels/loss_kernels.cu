@@ -28,7 +28,7 @@ using nl::ToC;
 
 // Upper bound on the blocks of a partial-sum kernel (the workspace holds two doubles each).
 constexpr int kMaxPartials = 1024;
-constexpr int kSceBlock = 512;  // launch bound of the SCE forward kernels
+constexpr int kSceBlock = ir::kSceBlockThreads;  // launch bound of the SCE forward kernels
 
 __device__ __forceinline__ double NaN() { return __longlong_as_double(0x7ff8000000000000LL); }
 
@@ -139,6 +139,16 @@ __device__ double SceScale(const void* labels, bool l64, int64_t n, int64_t igno
   return LoadAny(dloss, dloss_dtype, 0) / count;
 }
 
+// ottr::CountLabels: one block counts the labels that are not `ignore` (exact in double).
+__global__ void CountLabelsKernel(const void* labels, bool l64, int64_t n, int64_t ignore, int64_t* out) {
+  __shared__ double sm[32];
+  double count = 0;
+#pragma unroll 8
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) count += LoadLabel(labels, l64, i) != ignore ? 1.0 : 0.0;
+  count = nl::BlockSum(count, sm);
+  if (threadIdx.x == 0) *out = static_cast<int64_t>(count);
+}
+
 __global__ void SceScaleKernel(const void* labels, bool l64, int64_t n, int64_t ignore, const void* dloss,
                                int dloss_dtype, double* scale_out) {
   __shared__ double sm[32];
@@ -155,21 +165,33 @@ struct SceSync {
   unsigned pad;
 };
 
-// Where the gradient takes dloss / count from: the device scalar SceScaleKernel wrote; in a
-// one-block grid, the block's own count of the labels before its rows (one launch less); or, in
-// a co-resident grid with `sync`, the labels counted by all blocks together (each its share) and
+// Where the gradient takes dloss / count from: the device scalar SceScaleKernel wrote; the
+// count ottr::CountLabels wrote before the launch (`count` with dloss: no block waits for
+// another to count; `sync` then only lets the last block add the loss partials); in a one-block
+// grid, the block's own count of the labels before its rows (one launch less); or, in a
+// co-resident grid with `sync`, the labels counted by all blocks together (each its share) and
 // shared through sync->count once every block has arrived (one launch for the whole loss).
 struct SceScaleSource {
-  const double* scale = nullptr;  // SceScaleKernel's result
-  const void* dloss = nullptr;    // set instead: the block(s) count the labels
+  const double* scale = nullptr;   // SceScaleKernel's result
+  const void* dloss = nullptr;     // set instead: the block(s) count the labels, or read `count`
   int dloss_dtype = 0;
-  SceSync* sync = nullptr;        // with dloss: the grid's counters
+  SceSync* sync = nullptr;         // with dloss: the grid's counters
+  const int64_t* count = nullptr;  // with dloss: the labels' count, made before
 };
+
+// Whether a launch with these sources needs every block resident at once: blocks that wait for
+// each other's label counts or column sums.
+__host__ __device__ inline bool NeedsCooperative(const SceScaleSource& s, bool bias_grad) {
+  return s.sync != nullptr && (s.count == nullptr || bias_grad);
+}
 
 // The scale for every thread of the block (0 without a gradient); a block-wide call.
 __device__ __forceinline__ double ReadSceScale(const SceScaleSource& src, bool has_dx, const void* labels, bool l64,
                                                int64_t n, int64_t ignore, double* sm) {
   if (!has_dx) return 0.0;
+  if (src.dloss != nullptr && src.count != nullptr) {
+    return LoadAny(src.dloss, src.dloss_dtype, 0) / static_cast<double>(*src.count);
+  }
   if (src.dloss != nullptr && src.sync != nullptr) {
     unsigned long long mine = 0;
     for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
@@ -488,8 +510,7 @@ SceForwardPlan PlanSceForward(int64_t n, int64_t c) {
     const char* env = std::getenv("OTTR_SCE_SINGLE_PASSES");
     return env != nullptr ? std::max<int64_t>(0, std::atoll(env)) : int64_t{4};
   }();
-  const int64_t single_rows = passes * (kSceBlock / 32) * rows_per_warp;
-  if (n <= single_rows) {
+  if (n <= ir::SceOneBlockRows(c, passes)) {
     p.threads = kSceBlock;
     p.grid = 1;
   } else {
@@ -534,11 +555,11 @@ cudaError_t LaunchSceWarp(const SceForwardPlan& p, const T* x, const void* label
                           const SceScaleSource& scale, const SceBiasGrad& bg, cudaStream_t s) {
   if constexpr (kHasBgrad<T, G>) {
     if (bg.out != nullptr) {
-      return LaunchSce(SceForwardWarpKernel<T, G, kWidth, kPerLane, true>, p, scale.sync != nullptr, s, x, labels, l64,
+      return LaunchSce(SceForwardWarpKernel<T, G, kWidth, kPerLane, true>, p, NeedsCooperative(scale, true), s, x, labels, l64,
                        lp, loss, partial, n, static_cast<int>(c), ld, ignore, eps, dx, scale, bg);
     }
   }
-  return LaunchSce(SceForwardWarpKernel<T, G, kWidth, kPerLane, false>, p, scale.sync != nullptr, s, x, labels, l64,
+  return LaunchSce(SceForwardWarpKernel<T, G, kWidth, kPerLane, false>, p, NeedsCooperative(scale, false), s, x, labels, l64,
                    lp, loss, partial, n, static_cast<int>(c), ld, ignore, eps, dx, scale, bg);
 }
 
@@ -554,14 +575,19 @@ template <typename T, typename G>
 cudaError_t SceForwardTyped(const void* xv, const void* labels, bool l64, void* lossv, void* lpv, int64_t n,
                             int64_t c, int64_t ignore, double eps, double* partial, G* dx, const void* dloss,
                             int dloss_dtype, double* scale_slot, cudaStream_t s, SceSync* sync = nullptr,
-                            int64_t ld = 0, SceBiasGrad bg = {}) {
+                            int64_t ld = 0, SceBiasGrad bg = {}, const int64_t* count = nullptr) {
   if (ld < c) ld = c;
   const T* x = static_cast<const T*>(xv);
   T* loss = static_cast<T*>(lossv);
   T* lp = static_cast<T*>(lpv);
   const SceForwardPlan p = PlanSceForward(n, ld);
   SceScaleSource scale;
-  if (dx != nullptr && (p.grid == 1 || sync != nullptr)) {
+  if (dx != nullptr && count != nullptr) {
+    scale.dloss = dloss;
+    scale.dloss_dtype = dloss_dtype;
+    scale.count = count;
+    if (p.grid > 1) scale.sync = sync;  // without: FinalizeKernel adds the partials
+  } else if (dx != nullptr && (p.grid == 1 || sync != nullptr)) {
     scale.dloss = dloss;
     scale.dloss_dtype = dloss_dtype;
     if (p.grid > 1) scale.sync = sync;
@@ -577,11 +603,11 @@ cudaError_t SceForwardTyped(const void* xv, const void* labels, bool l64, void* 
   if (p.block_rows) {
     if (bg.out != nullptr) {
       if constexpr (kHasBgrad<T, G>) {
-        err = LaunchSce(SceForwardBlockKernel<T, G, true>, p, scale.sync != nullptr, s, x, labels, l64, lp, loss,
+        err = LaunchSce(SceForwardBlockKernel<T, G, true>, p, NeedsCooperative(scale, true), s, x, labels, l64, lp, loss,
                         partial, n, c, ld, ignore, eps, dx, scale, bg);
       }
     } else {
-      err = LaunchSce(SceForwardBlockKernel<T, G, false>, p, scale.sync != nullptr, s, x, labels, l64, lp, loss,
+      err = LaunchSce(SceForwardBlockKernel<T, G, false>, p, NeedsCooperative(scale, false), s, x, labels, l64, lp, loss,
                       partial, n, c, ld, ignore, eps, dx, scale, bg);
     }
   } else {
@@ -1204,7 +1230,7 @@ int64_t SceBiasGradWorkspaceBytes(int64_t n, int64_t ld) {
 cudaError_t LaunchSceWithGrad(int dtype, int grad_dtype, int dloss_dtype, const void* logits, const void* labels,
                               bool labels64, const void* dloss, void* loss, void* dlogits, int64_t n, int64_t c,
                               int64_t ignore_index, float label_smoothing, void* workspace, cudaStream_t stream,
-                              void* counters, int64_t ld, float* dbias, void* bias_workspace) {
+                              void* counters, int64_t ld, float* dbias, void* bias_workspace, const void* count) {
   if (n * c == 0) return cudaSuccess;
   cudaError_t err = cudaSuccess;
   // workspace: the scale (256 bytes), then the forward's partials.
@@ -1223,7 +1249,7 @@ cudaError_t LaunchSceWithGrad(int dtype, int grad_dtype, int dloss_dtype, const 
       using G = decltype(gtag);
       err = SceForwardTyped<T, G>(logits, labels, labels64, loss, nullptr, n, c, ignore_index, label_smoothing,
                                   partial, static_cast<G*>(dlogits), dloss, dloss_dtype, scale, stream,
-                                  static_cast<SceSync*>(counters), ld, bg);
+                                  static_cast<SceSync*>(counters), ld, bg, static_cast<const int64_t*>(count));
       ok = true;
     };
     if (grad_dtype == dtype) {
@@ -1235,6 +1261,12 @@ cudaError_t LaunchSceWithGrad(int dtype, int grad_dtype, int dloss_dtype, const 
   });
   if (err != cudaSuccess) return err;
   return ok ? cudaGetLastError() : cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchCountLabels(const void* labels, bool labels64, int64_t n, int64_t ignore_index, void* count,
+                              cudaStream_t stream) {
+  CountLabelsKernel<<<1, 1024, 0, stream>>>(labels, labels64, n, ignore_index, static_cast<int64_t*>(count));
+  return cudaGetLastError();
 }
 
 // The loss partials, then with column sums a row of K doubles per block (the grid is at most

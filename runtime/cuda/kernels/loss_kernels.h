@@ -52,7 +52,13 @@ cudaError_t LaunchSceWithGrad(int dtype, int grad_dtype, int dloss_dtype, const 
                               bool labels64, const void* dloss, void* loss, void* dlogits, int64_t n, int64_t c,
                               int64_t ignore_index, float label_smoothing, void* workspace, cudaStream_t stream,
                               void* counters = nullptr, int64_t ld = 0, float* dbias = nullptr,
-                              void* bias_workspace = nullptr);
+                              void* bias_workspace = nullptr, const void* count = nullptr);
+// ottr::CountLabels: count [int64 scalar] = the number of labels [n] that are not ignore_index;
+// one block. Given to LaunchSceWithGrad as `count` (a device int64 scalar, with counters), the
+// grid takes dloss / count from it: its blocks no longer count the labels together and wait for
+// each other, so the launch is cooperative only for the column sums.
+cudaError_t LaunchCountLabels(const void* labels, bool labels64, int64_t n, int64_t ignore_index, void* count,
+                              cudaStream_t stream);
 
 // ottr::LinearSoftmaxCrossEntropyWithGrad (fuse-linear-sce), float32: the classifier GEMM, the
 // loss with its gradient, and the data gradient through the GEMM in one launch, for C <= 32:

@@ -198,6 +198,30 @@ TEST(CudaLossOpsTest, SoftmaxCrossEntropyWithGradOverPaddedRows) {
 // so 1e-5 Σ_i |d_ij|), plus one rounding of the result (2^-24 |want|, doubled for the CPU's).
 // Each output is poisoned before the kernel runs (the executor's NaN fill), and two replays
 // give the same bits.
+// dbias (`got`) against the CPU's (`want`) from the CPU's dlogits `d` [n, width]: the bound above;
+// columns from `classes` on are padding, exactly zero.
+void ExpectColumnSumsMatch(const Tensor& d, const Tensor& want, const Tensor& got, int64_t classes) {
+  const int64_t n = d.dim(0), width = d.dim(1);
+  ASSERT_EQ(got.num_elements(), width);
+  int bad = 0;
+  double largest = 0;
+  for (int64_t j = 0; j < width; ++j) {
+    double mag = 0;
+    for (int64_t i = 0; i < n; ++i) mag += std::abs(d.GetAsDouble(i * width + j));
+    const double w = want.GetAsDouble(j), v = got.GetAsDouble(j);
+    const double bound = (1e-5 + 32 * std::ldexp(1.0, -24)) * mag + std::ldexp(1.0, -23) * std::abs(w);
+    if (!(std::abs(v - w) <= bound) && bad++ < 5) {
+      ADD_FAILURE() << "dbias[" << j << "] = " << v << ", CPU " << w << ", bound " << bound;
+    }
+    if (j >= classes) {
+      EXPECT_EQ(v, 0.0) << "padding column " << j;
+    }
+    largest = std::max(largest, std::abs(w));
+  }
+  EXPECT_EQ(bad, 0);
+  EXPECT_GT(largest, 0.0);
+}
+
 TEST(CudaLossOpsTest, SoftmaxCrossEntropyWithGradSumsTheColumns) {
   OTTR_REQUIRE_CUDA_DEVICE();
   int seed = 1300;
@@ -235,26 +259,76 @@ TEST(CudaLossOpsTest, SoftmaxCrossEntropyWithGradSumsTheColumns) {
       const absl::Status st = runtime::AllClose(out[i], (*want)[i], 1e-5, 1e-8);
       EXPECT_TRUE(st.ok()) << "output " << i << ": " << st;
     }
-    const Tensor& d = (*want)[1];
-    const Tensor& db = out[2];
-    ASSERT_EQ(db.num_elements(), p.width);
-    int bad = 0;
-    double largest = 0;
-    for (int64_t j = 0; j < p.width; ++j) {
-      double mag = 0;
-      for (int64_t i = 0; i < p.n; ++i) mag += std::abs(d.GetAsDouble(i * p.width + j));
-      const double w = (*want)[2].GetAsDouble(j), v = db.GetAsDouble(j);
-      const double bound = (1e-5 + 32 * std::ldexp(1.0, -24)) * mag + std::ldexp(1.0, -23) * std::abs(w);
-      if (!(std::abs(v - w) <= bound) && bad++ < 5) {
-        ADD_FAILURE() << "dbias[" << j << "] = " << v << ", CPU " << w << ", bound " << bound;
-      }
-      if (j >= p.classes) {
-        EXPECT_EQ(v, 0.0) << "padding column " << j;
-      }
-      largest = std::max(largest, std::abs(w));
+    ExpectColumnSumsMatch((*want)[1], (*want)[2], out[2], p.classes);
+  }
+}
+
+// ottr::CountLabels, and ottr::SoftmaxCrossEntropyWithGrad reading that count (count-labels-early:
+// its fourth input) instead of counting the labels in its grid: one block, the multi-block warp
+// grid (no longer cooperative), the block kernel (rows of more than 1024), with and without the
+// column sums (still cooperative for those). The count is exact (CountLabels against the CPU's,
+// int32 and int64 labels, some ignored); the loss, dlogits and the column sums against the CPU
+// with the bounds above (the CPU checks the count it is given against the labels); and dlogits
+// bit for bit those of the same node without the count: both take dloss / count in double from
+// the same integer count, and each row's terms are the same code. Outputs poisoned first (the
+// executor's NaN fill), two replays bitwise equal.
+TEST(CudaLossOpsTest, SoftmaxCrossEntropyWithGradReadsTheLabelsCount) {
+  OTTR_REQUIRE_CUDA_DEVICE();
+  int seed = 1700;
+  for (const bool int32 : {false, true}) {
+    for (const int64_t n : {1, 100, 1000, 8192, 70000}) {
+      SCOPED_TRACE(absl::StrCat("CountLabels of ", n, int32 ? " int32" : " int64", " labels"));
+      // -1 is ignored (1 in 13); -3 and -2 are counted (CountLabels checks no range).
+      const Tensor labels = Labels({n}, ++seed, -3, 9, int32);
+      Case c{"CountLabels", {In(labels)}, {{"ignore_index", Attribute(int64_t{-1})}}, 1, kOttr};
+      c.rtol = 0;
+      c.atol = 0;
+      ExpectMatchesCpu(c);
     }
-    EXPECT_EQ(bad, 0);
-    EXPECT_GT(largest, 0.0);
+  }
+  struct Shape {
+    int64_t n, width, classes;
+    bool col_sums;
+  };
+  for (const Shape& p : std::vector<Shape>{{128, 12, 10, false},
+                                           {8192, 12, 10, false},
+                                           {8192, 12, 10, true},
+                                           {4096, 1000, 1000, true},
+                                           {4096, 1000, 1000, false},
+                                           {300, 1008, 1000, false},
+                                           {40, 3008, 3000, true}}) {
+    SCOPED_TRACE(absl::StrCat("N=", p.n, " width ", p.width, " classes ", p.classes, p.col_sums ? " column sums" : ""));
+    const Tensor logits = RandomOf(DType::kFloat32, {p.n, p.width}, ++seed, -5.0, 5.0);
+    const Tensor labels = Labels({p.n}, ++seed, -1, p.classes - 1, false);
+    int64_t kept = 0;
+    for (int64_t i = 0; i < p.n; ++i) kept += labels.data<int64_t>()[i] != -1;
+    Attrs attrs = {{"ignore_index", Attribute(int64_t{-1})}, {"label_smoothing", Attribute(0.05f)}};
+    if (p.classes != p.width) attrs["classes"] = Attribute(p.classes);
+    const int outs = p.col_sums ? 3 : 2;
+    Case counted{"SoftmaxCrossEntropyWithGrad",
+                 {In(logits), In(labels), In(ScalarOf<float>(0.75f)), In(ScalarOf<int64_t>(kept))}, attrs, outs, kOttr};
+    counted.atol = 1e-8;
+    runtime::TensorMap feeds;
+    auto g = BuildGraph(counted, &feeds);
+    ASSERT_TRUE(g.ok()) << g.status();
+    auto cpu = runtime::cpu::CpuExecutor::Create(**g);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    auto want = (*cpu)->Run(feeds);
+    ASSERT_TRUE(want.ok()) << want.status();
+    Case self{"SoftmaxCrossEntropyWithGrad", {In(logits), In(labels), In(ScalarOf<float>(0.75f))}, attrs, outs, kOttr};
+    auto a = RunCuda(counted, 2);
+    ASSERT_TRUE(a.ok()) << a.status();
+    auto b = RunCuda(self, 1);
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_TRUE((*a)[0][1].BitwiseEquals((*b)[0][1])) << "dlogits with the count differ from those counted in the grid";
+    for (int i = 0; i < outs; ++i) {
+      EXPECT_TRUE((*a)[1][i].BitwiseEquals((*a)[0][i])) << "output " << i << " differs between two replays";
+    }
+    for (int i = 0; i < 2; ++i) {
+      const absl::Status st = runtime::AllClose((*a)[0][i], (*want)[i], 1e-5, 1e-8);
+      EXPECT_TRUE(st.ok()) << "output " << i << " against the CPU: " << st;
+    }
+    if (p.col_sums) ExpectColumnSumsMatch((*want)[1], (*want)[2], (*a)[0][2], p.classes);
   }
 }
 
