@@ -519,6 +519,18 @@ TEST(CountLabelsEarlyTest, DeclinesRowsThatOneBlockCounts) {
       << r.remarks;
 }
 
+TEST(CountLabelsEarlyTest, DeclinesALossThatSumsTheColumns) {
+  std::string text = kCount;
+  const std::string from = "%d : f32[300,12] = ";
+  text.replace(text.find(from), from.size(), "%d : f32[300,12], %db : f32[12] = ");
+  text.replace(text.find("  output %d\n"), 12, "  output %d\n  output %db\n");
+  PassRun r = RunCountPass(text);
+  ASSERT_TRUE(r.after) << text;
+  EXPECT_FALSE(r.changed);
+  EXPECT_EQ(IrBody(*r.after), IrBody(*r.before));
+  EXPECT_TRUE(absl::StrContains(r.remarks, "it also sums the columns of dlogits (fuse-sce-bgrad)")) << r.remarks;
+}
+
 // The reference checks a count it is given: a wrong one is an error naming both numbers.
 TEST(CountLabelsEarlyTest, TheReferenceRejectsAWrongCount) {
   std::string text = kCount;
