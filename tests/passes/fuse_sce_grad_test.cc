@@ -506,7 +506,7 @@ TEST(CountLabelsEarlyTest, TheLossReadsACountMadeFromTheLabels) {
 
 TEST(CountLabelsEarlyTest, DeclinesRowsThatOneBlockCounts) {
   std::string text = kCount;
-  for (const std::string& from : {"f32[300,12]", "i64[300]"}) {
+  for (const std::string from : {"f32[300,12]", "i64[300]"}) {
     while (text.find(from) != std::string::npos) {
       text.replace(text.find(from), from.size(), from[0] == 'f' ? "f32[128,12]" : "i64[128]");
     }
