@@ -54,6 +54,14 @@ constexpr bool LinearSceFits(int64_t classes, int64_t k, bool col_sums) {
          LinearSceSmemBytes(classes, k, ReluMaskRowBytes(k), col_sums) <= kLinearSceMaxSmemBytes;
 }
 
+// ottr::LinearSceReluGrad's CUDA kernel (runtime/cuda/kernels/linear_sce_relu_grad.cu): N columns
+// of Y in 16 warps of 8·NT columns (NT = 1, 2, 4: a tile of 64 rows of 512 floats fills most of
+// an SM's shared memory) and at most 16 classes (two MMA tiles); fuse-linear-sce-relu-grad checks
+// it before it makes the node.
+constexpr bool LinearSceReluGradFits(int64_t cols, int64_t k) {
+  return (cols == 128 || cols == 256 || cols == 512) && k >= 1 && k <= 16;
+}
+
 }  // namespace ottr::ir
 
 #endif  // OTTR_IR_LINEAR_SCE_LAYOUT_H_

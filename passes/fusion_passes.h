@@ -83,6 +83,10 @@ std::unique_ptr<Pass> CreateCountLabelsEarlyPass();
 // passes/fuse_linear_relu_grad.cc: Gemm(dZ, W) (K <= 16) read only by ReluGradBiasGrad(·, Y), with
 // the weight gradient dZᵀ·Y (bgrada or plain) -> one ottr::LinearReluGrad (float32).
 std::unique_ptr<Pass> CreateFuseLinearReluGradPass();
+// passes/fuse_linear_sce_relu_grad.cc: the classifier's FusedGemm (transB, bias / none), its
+// counted ottr::SoftmaxCrossEntropyWithGrad and the ottr::LinearReluGrad of its dlogits -> one
+// ottr::LinearSceReluGrad (TF32 steps: the products are TF32).
+std::unique_ptr<Pass> CreateFuseLinearSceReluGradPass();
 // passes/kmajor_gemm.cc: a large float32 GEMM whose operands both have k as their slow axis (the
 // weight gradients Xᵀ·dY) gets one operand transposed first, so TF32 Tensor Cores read it K-major.
 std::unique_ptr<Pass> CreateKMajorGemmOperandsPass();

@@ -53,6 +53,8 @@ bool IsViewOp(const ir::Node& n) {
 //     same, its column sums then read dX (on CUDA each thread reads an element before writing it);
 //   ottr::LinearReluGrad (dX <- Y): the CPU kernel sums dW over Y before it writes dX, the CUDA
 //     thread that writes an element of dX has read it from Y first;
+//   ottr::LinearSceReluGrad (dX <- Y): the CPU kernel reads Y into its sums before it writes dX,
+//     the CUDA block that writes a row of dX copied that row of Y to shared memory first;
 //   ottr::AdamUpdate (param', m', v' <- param, m, v) and ottr::SGDUpdate (param', buf' <- param,
 //     buf): one loop reading element i of every input before writing element i of the outputs;
 //   BatchNormalization in training mode (running mean/var <- input mean/var): the kernel copies
@@ -96,6 +98,8 @@ std::vector<InPlaceRule> DefaultInPlaceRules(const ir::Node& n) {
       add_if_full(0, 1);
     } else if (op == "LinearReluGrad") {
       add_if_full(0, 2);
+    } else if (op == "LinearSceReluGrad") {
+      add_if_full(1, 0);
     } else if (op == "AdamUpdate") {
       add_if_full(0, 0);
       add_if_full(1, 4);

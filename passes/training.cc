@@ -532,6 +532,7 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
     pm.Add(CreateFuseLinearScePass());
     pm.Add(CreateCountLabelsEarlyPass());
     pm.Add(CreateFuseLinearReluGradPass());
+    if (spec.precision == Precision::kTf32) pm.Add(CreateFuseLinearSceReluGradPass());
   }
   if (spec.channels_last) pm.Add(CreateNhwcLayoutPass());
   if (spec.kmajor_gemm_operands && spec.precision == Precision::kTf32) pm.Add(CreateKMajorGemmOperandsPass());

@@ -190,7 +190,7 @@ std::string GradName(const std::string& param);
 //   narrow-exact-ops (when spec.narrow_exact_ops with bf16/fp16) before the grouping,
 //   fuse-gemm-dact-bgrad, fuse-relu-grad-bgrad (spec.fuse_relu_grad_bgrad, unset: bf16/fp16/TF32),
 //   fuse-gemm-bgrad, fuse-sce-bgrad, fuse-linear-sce, count-labels-early, fuse-linear-relu-grad (when
-//   spec.fuse_epilogues),
+//   spec.fuse_epilogues), fuse-linear-sce-relu-grad (with them, TF32 steps),
 //   nhwc-layout (when spec.channels_last), kmajor-gemm-operands (when spec.kmajor_gemm_operands with TF32),
 //   fuse-conv-activation, fuse-maxpool-relu-grad (when spec.fuse_epilogues), group-gemms (when
 //   spec.group_gemms), fuse-gemm-adam (when spec.fuse_gemm_adam with spec.fuse_epilogues and

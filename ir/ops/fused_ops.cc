@@ -21,6 +21,16 @@
 // dW and dBz hold only their first M rows (a classifier padded to K columns by pad-gemm-dims,
 // whose gradients the step slices back to M).
 //
+// ottr::LinearSceReluGrad(Y, W, bz, labels, dloss, count) -> (loss, dX, dB, dW, dBz): a
+// classifier head z = Y·Wᵀ + bz (W [K, N], K <= kLinearReluGradMaxK) on a ReLU's output Y, its
+// softmax cross-entropy and the backward through both (fuse-linear-sce-relu-grad, TF32 steps):
+//   loss, dZ  = SoftmaxCrossEntropyWithGrad(z, labels, dloss, count) {classes = C, the first C of
+//               K columns; the others get zero gradients}, dZ not an output
+//   dX, dB, dW, dBz = LinearReluGrad(dZ, W, Y) {weight_rows}
+// bz may be omitted (empty input); labels int32/int64 [R]; dloss a float scalar; count the int64
+// scalar ottr::CountLabels made of the labels. Attributes: ignore_index, label_smoothing, classes
+// (0: K), weight_rows (0: K). Y [R, N], W [K, N] static 2-D float32.
+//
 // ottr::GroupedGemm(A0, B0, A1, B1, ...) -> (Y0, Y1, ...) {transA, transB: ints; alpha: floats,
 // one per product}: Yi = alpha[i] · op(Ai) · op(Bi), independent products of one element type run
 // as one grouped launch (group-gemms). Every operand is a static 2-D matrix of one float type;
@@ -189,6 +199,51 @@ absl::Status InferLinearReluGrad(InferenceContext& ctx) {
   return absl::OkStatus();
 }
 
+absl::Status InferLinearSceReluGrad(InferenceContext& ctx) {
+  const Node& n = ctx.node();
+  if (n.num_inputs() != 6 || !ctx.has_input(3) || !ctx.has_input(4) || !ctx.has_input(5)) {
+    return ctx.Error("needs Y, W, [bias], labels, dloss and count (6 inputs, the bias may be empty)");
+  }
+  const TensorType& y = ctx.input_type(0);
+  const TensorType& w = ctx.input_type(1);
+  const bool ok = y.is_static() && w.is_static() && y.rank() == 2 && w.rank() == 2 && y.dtype == DType::kFloat32 &&
+                  w.dtype == DType::kFloat32;
+  const std::vector<int64_t> yd = ok ? StaticDims(*y.shape) : std::vector<int64_t>{};
+  const std::vector<int64_t> wd = ok ? StaticDims(*w.shape) : std::vector<int64_t>{};
+  if (!ok || wd[1] != yd[1] || wd[0] > kLinearReluGradMaxK || wd[0] < 1) {
+    return ctx.Error(absl::StrCat("Y ", y.ToString(), " and W ", w.ToString(),
+                                  " must be static 2-D f32 [R, N], [K, N] with 1 <= K <= ", kLinearReluGradMaxK));
+  }
+  const int64_t k = wd[0];
+  if (ctx.has_input(2)) {
+    const TensorType& b = ctx.input_type(2);
+    if (!b.is_static() || b.dtype != DType::kFloat32 || NumElements(StaticDims(*b.shape)) != k) {
+      return ctx.Error(absl::StrCat("the bias ", b.ToString(), " must be f32 with ", k, " elements"));
+    }
+  }
+  const TensorType& labels = ctx.input_type(3);
+  if ((labels.dtype != DType::kInt64 && labels.dtype != DType::kInt32) || !labels.is_static() || labels.rank() != 1 ||
+      StaticDims(*labels.shape)[0] != yd[0]) {
+    return ctx.Error(absl::StrCat("labels ", labels.ToString(), " must be int32 or int64 [", yd[0], "]"));
+  }
+  if (ctx.input_type(5).dtype != DType::kInt64) {
+    return ctx.Error(absl::StrCat("count must be the int64 scalar of ottr::CountLabels, got ",
+                                  ctx.input_type(5).ToString()));
+  }
+  const int64_t classes = n.GetInt("classes", 0);
+  const int64_t rows = n.GetInt("weight_rows", 0);
+  if (classes < 0 || classes > k || rows < 0 || rows > k) {
+    return ctx.Error(absl::StrCat("classes = ", classes, " and weight_rows = ", rows, " must be 0 to K = ", k));
+  }
+  const int64_t m = rows > 0 ? rows : k;
+  ctx.set_output_type(0, TensorType(DType::kFloat32, Shape{}));
+  ctx.set_output_type(1, y);
+  ctx.set_output_type(2, TensorType(DType::kFloat32, Shape{yd[1]}));
+  ctx.set_output_type(3, TensorType(DType::kFloat32, Shape{m, wd[1]}));
+  ctx.set_output_type(4, TensorType(DType::kFloat32, Shape{m}));
+  return absl::OkStatus();
+}
+
 absl::Status InferGroupedGemm(InferenceContext& ctx) {
   const Node& n = ctx.node();
   const int count = n.num_outputs();
@@ -240,6 +295,16 @@ void RegisterFusedOps(OpRegistry& r) {
                  .Outputs(2, 4)
                  .Attr("weight_rows", Kind::kInt)
                  .Shape(InferLinearReluGrad)
+                 .NotDifferentiable()
+                 .Build());
+  r.Register(OpSchemaBuilder(std::string(kOttrDomain), "LinearSceReluGrad")
+                 .Inputs(2, 6)  // the bias (2) may be omitted; InferLinearSceReluGrad requires 3 to 5
+                 .Outputs(5, 5)
+                 .Attr("ignore_index", Kind::kInt)
+                 .Attr("label_smoothing", Kind::kFloat)
+                 .Attr("classes", Kind::kInt)
+                 .Attr("weight_rows", Kind::kInt)
+                 .Shape(InferLinearSceReluGrad)
                  .NotDifferentiable()
                  .Build());
   r.Register(OpSchemaBuilder(std::string(kOttrDomain), "ReluGradBiasGrad")

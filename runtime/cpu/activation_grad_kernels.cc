@@ -231,6 +231,37 @@ absl::Status ReluGradBiasGradKernel(KernelContext& ctx) {
   });
 }
 
+}  // namespace
+
+void LinearReluGradRows(const float* pz, const float* pw, const float* py, int64_t rows, int64_t cols, int64_t k,
+                        int64_t m, float* pdx, float* db, float* dw, float* dbz) {
+  if (m > 0) {
+    std::vector<double> sum_w(k * cols, 0.0), sum_z(k, 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < k; ++j) {
+        const double z = pz[r * k + j];
+        sum_z[j] += z;
+        for (int64_t c = 0; c < cols; ++c) sum_w[j * cols + c] += z * py[r * cols + c];
+      }
+    }
+    for (int64_t i = 0; i < m * cols; ++i) dw[i] = static_cast<float>(sum_w[i]);
+    for (int64_t j = 0; j < m; ++j) dbz[j] = static_cast<float>(sum_z[j]);
+  }
+  std::vector<double> sum_b(cols, 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      double g = 0;
+      for (int64_t j = 0; j < k; ++j) g += static_cast<double>(pz[r * k + j]) * pw[j * cols + c];
+      const float v = py[r * cols + c] > 0.0f ? static_cast<float>(g) : 0.0f;
+      pdx[r * cols + c] = v;
+      sum_b[c] += v;
+    }
+  }
+  for (int64_t c = 0; c < cols; ++c) db[c] = static_cast<float>(sum_b[c]);
+}
+
+namespace {
+
 // LinearReluGrad(dZ, W, Y) -> (dX, dB[, dW, dBz]) (ir/ops/fused_ops.cc): every sum in double, each
 // result rounded once to float32.
 absl::Status LinearReluGradKernel(KernelContext& ctx) {
@@ -244,41 +275,25 @@ absl::Status LinearReluGradKernel(KernelContext& ctx) {
                                   DimsString(y.dims()), " must be f32 [R, K], [K, N], [R, N]"));
   }
   const int64_t rows = y.dims()[0], cols = y.dims()[1], k = w.dims()[0];
-  const float* pz = dz.data<float>();
-  const float* pw = w.data<float>();
-  const float* py = y.data<float>();
+  float* dw = nullptr;
+  float* dbz = nullptr;
+  int64_t m = 0;
   if (ctx.num_outputs() > 2) {
     // {weight_rows = M}: only dW's and dBz's first M rows (each value as without the attribute).
-    const int64_t m = ctx.attr_int("weight_rows", k);
+    m = ctx.attr_int("weight_rows", k);
     if (m < 1 || m > k) return ctx.Error(absl::StrCat("weight_rows = ", m, " must be 1 to K = ", k));
-    Tensor& dw = ctx.AllocateOutput(2, ir::DType::kFloat32, {m, cols});
-    Tensor& dbz = ctx.AllocateOutput(3, ir::DType::kFloat32, {m});
-    std::vector<double> sum_w(k * cols, 0.0), sum_z(k, 0.0);
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t j = 0; j < k; ++j) {
-        const double z = pz[r * k + j];
-        sum_z[j] += z;
-        for (int64_t c = 0; c < cols; ++c) sum_w[j * cols + c] += z * py[r * cols + c];
-      }
-    }
-    for (int64_t i = 0; i < m * cols; ++i) dw.data<float>()[i] = static_cast<float>(sum_w[i]);
-    for (int64_t j = 0; j < m; ++j) dbz.data<float>()[j] = static_cast<float>(sum_z[j]);
+    dw = ctx.AllocateOutput(2, ir::DType::kFloat32, {m, cols}).data<float>();
+    dbz = ctx.AllocateOutput(3, ir::DType::kFloat32, {m}).data<float>();
   }
-  // dX last: it may be Y's buffer (memory_planner.cc's in-place rules).
+  // dX after dW: it may be Y's buffer (memory_planner.cc's in-place rules), and Y is read first.
+  std::vector<float> dx_values(rows * cols);
+  std::vector<float> db_values(cols);
+  LinearReluGradRows(dz.data<float>(), w.data<float>(), y.data<float>(), rows, cols, k, m, dx_values.data(),
+                     db_values.data(), dw, dbz);
   Tensor& dx = ctx.AllocateOutput(0, ir::DType::kFloat32, {rows, cols});
   Tensor& db = ctx.AllocateOutput(1, ir::DType::kFloat32, {cols});
-  float* pdx = dx.data<float>();
-  std::vector<double> sum_b(cols, 0.0);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) {
-      double g = 0;
-      for (int64_t j = 0; j < k; ++j) g += static_cast<double>(pz[r * k + j]) * pw[j * cols + c];
-      const float v = py[r * cols + c] > 0.0f ? static_cast<float>(g) : 0.0f;
-      pdx[r * cols + c] = v;
-      sum_b[c] += v;
-    }
-  }
-  for (int64_t c = 0; c < cols; ++c) db.data<float>()[c] = static_cast<float>(sum_b[c]);
+  std::copy(dx_values.begin(), dx_values.end(), dx.data<float>());
+  std::copy(db_values.begin(), db_values.end(), db.data<float>());
   return absl::OkStatus();
 }
 

@@ -284,6 +284,66 @@ absl::Status LinearSceWithGrad(KernelContext& ctx) {
   return absl::OkStatus();
 }
 
+// ottr::LinearSceReluGrad (ir/ops/fused_ops.cc): the nodes it replaces, in their order and with
+// their arithmetic: the classifier's logits as the bias FusedGemm computes them (the bias, then
+// GemmGeneric's products added), the loss and dlogits of SoftmaxCrossEntropyWithGrad {classes}
+// given the count (checked against the labels), then LinearReluGrad's sums: the same bits.
+absl::Status LinearSceReluGrad(KernelContext& ctx) {
+  const Tensor& y = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  const Tensor& labels = ctx.input(3);
+  if (y.dtype() != DType::kFloat32 || w.dtype() != DType::kFloat32 || y.rank() != 2 || w.rank() != 2 ||
+      y.dim(1) != w.dim(1)) {
+    return ctx.Error(absl::StrCat("Y ", ir::DTypeName(y.dtype()), " rank ", y.rank(), " and W ", ir::DTypeName(w.dtype()),
+                                  " rank ", w.rank(), " must be f32 [R, N] and [K, N] with the same N"));
+  }
+  const int64_t n = y.dim(0), cols = y.dim(1), k = w.dim(0);
+  const bool has_bias = ctx.has_input(2);
+  if (has_bias && (ctx.input(2).dtype() != DType::kFloat32 || ctx.input(2).num_elements() != k)) {
+    return ctx.Error(absl::StrCat("the bias must be f32 with ", k, " elements"));
+  }
+  const int64_t classes_attr = ctx.attr_int("classes", 0), rows_attr = ctx.attr_int("weight_rows", 0);
+  if (classes_attr < 0 || classes_attr > k || rows_attr < 0 || rows_attr > k) {
+    return ctx.Error(absl::StrCat("classes = ", classes_attr, " and weight_rows = ", rows_attr, " must be 0 to K = ", k));
+  }
+  const int64_t c = classes_attr > 0 ? classes_attr : k;
+  const int64_t m = rows_attr > 0 ? rows_attr : k;
+  if (labels.num_elements() != n) return ctx.Error("labels and Y disagree on the batch size");
+  const int64_t ignore = ctx.attr_int("ignore_index", -100);
+  const double eps = ctx.attr_float("label_smoothing", 0.0f);
+  absl::Status s = CheckLabels(ctx, labels, c, ignore);
+  if (!s.ok()) return s;
+  const int64_t given = ctx.input(5).GetAsInt64(0), count = CountNotIgnored(labels, ignore);
+  if (given != count) {
+    return ctx.Error(absl::StrCat("count (input 5) is ", given, " but ", count, " labels are not ignore_index ", ignore));
+  }
+  std::vector<float> logits(n * k, 0.0f);
+  if (has_bias) {
+    for (int64_t i = 0; i < n; ++i) std::memcpy(logits.data() + i * k, ctx.input(2).data<float>(), k * 4);
+  }
+  if (n > 0) {
+    GemmGeneric<float>(false, true, n, k, cols, 1.0, y.data<float>(), cols, w.data<float>(), cols,
+                       has_bias ? 1.0 : 0.0, logits.data(), k);
+  }
+  std::vector<float> narrow(n * c);
+  for (int64_t i = 0; i < n; ++i) std::memcpy(narrow.data() + i * c, logits.data() + i * k, c * 4);
+  std::vector<float> lp(n * c), dn(n * c);
+  const float loss = SceRows<float>(narrow.data(), labels, n, c, ignore, eps, lp.data());
+  SceGradRows<float>(ctx.input(4).GetAsDouble(0), lp.data(), labels, n, c, ignore, eps, dn.data());
+  std::vector<float> dz(n * k, 0.0f);
+  for (int64_t i = 0; i < n; ++i) std::memcpy(dz.data() + i * k, dn.data() + i * c, c * 4);
+  // Y is read before dX is written (dX may take Y's buffer).
+  std::vector<float> dx(n * cols), db(cols), dw(m * cols), dbz(m);
+  LinearReluGradRows(dz.data(), w.data<float>(), y.data<float>(), n, cols, k, m, dx.data(), db.data(), dw.data(),
+                     dbz.data());
+  ctx.AllocateOutput(0, DType::kFloat32, {}).data<float>()[0] = loss;
+  std::memcpy(ctx.AllocateOutput(1, DType::kFloat32, {n, cols}).data<float>(), dx.data(), dx.size() * 4);
+  std::memcpy(ctx.AllocateOutput(2, DType::kFloat32, {cols}).data<float>(), db.data(), db.size() * 4);
+  std::memcpy(ctx.AllocateOutput(3, DType::kFloat32, {m, cols}).data<float>(), dw.data(), dw.size() * 4);
+  std::memcpy(ctx.AllocateOutput(4, DType::kFloat32, {m}).data<float>(), dbz.data(), dbz.size() * 4);
+  return absl::OkStatus();
+}
+
 template <template <typename> class F>
 absl::Status DispatchFloat(KernelContext& ctx, DType t) {
   if (t == DType::kFloat32) return F<float>::Run(ctx);
@@ -611,6 +671,7 @@ void RegisterOttrTrainingKernels(KernelRegistry& r) {
     return DispatchFloat<SceWithGradOp>(c, c.input(0).dtype());
   });
   r.Register(d, "LinearSoftmaxCrossEntropyWithGrad", LinearSceWithGrad);
+  r.Register(d, "LinearSceReluGrad", LinearSceReluGrad);
   r.Register(d, "SGDUpdate", [](KernelContext& c) { return DispatchFloat<SgdOp>(c, c.input(0).dtype()); });
   r.Register(d, "AdamUpdate", [](KernelContext& c) { return DispatchFloat<AdamOp>(c, c.input(0).dtype()); });
   r.Register(d, "SGDUpdateN", [](KernelContext& c) { return DispatchFloat<SgdNOp>(c, c.input(2).dtype()); });

@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "ir/fused_gemm.h"
 #include "ir/status.h"
+#include "runtime/cuda/cuda_libraries.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/cuda_status.h"
 #include "runtime/cuda/kernels/loss_kernels.h"
@@ -358,6 +359,91 @@ absl::StatusOr<CompiledOp> CompileLinearSce(OpCompileContext& ctx) {
   return op;
 }
 
+// ottr::LinearSceReluGrad (fuse-linear-sce-relu-grad): Y, W, [bias], labels, dloss, count ->
+// loss, dX, dB, dW, dBz {classes, weight_rows}; one cooperative launch (kernels/loss_kernels.h).
+// Its products are TF32 (the GEMMs it replaces were): TF32 steps only.
+absl::StatusOr<CompiledOp> CompileLinearSceReluGrad(OpCompileContext& ctx) {
+  for (int i : {0, 1, 2, 4}) {
+    if (i == 2 && !ctx.has_input(2)) continue;
+    if (ctx.input_type(i).dtype != DType::kFloat32) {
+      return ctx.Unsupported(absl::StrCat("input ", i, " has element type ", ir::DTypeName(ctx.input_type(i).dtype),
+                                          "; the fused head is float32"));
+    }
+  }
+  OTTR_RETURN_IF_ERROR(RequireLabels(ctx, 3));
+  if (!ctx.libs().tf32()) {
+    return ctx.Unsupported("TF32 is off: the fused head's products are TF32 (fuse-linear-sce-relu-grad makes it for TF32 "
+                           "steps only)");
+  }
+  const std::vector<int64_t> yd = ctx.input_dims(0), wd = ctx.input_dims(1);
+  if (yd.size() != 2 || wd.size() != 2 || yd[1] != wd[1]) {
+    return ctx.Error(absl::StrCat("Y ", DimsString(yd), " and W ", DimsString(wd), " must be [R, N] and [K, N]"));
+  }
+  const int64_t n = yd[0], cols = yd[1], k = wd[0];
+  if (!kernels::LinearSceReluGradFits(cols, k)) {
+    return ctx.Unsupported(absl::StrCat("Y ", DimsString(yd), " and W ", DimsString(wd),
+                                        " (the kernel takes N of 128, 256 or 512 and K of 1 to 16)"));
+  }
+  const int64_t classes = ctx.node().GetInt("classes", 0), rows = ctx.node().GetInt("weight_rows", 0);
+  if (classes < 0 || classes > k || rows < 0 || rows > k) {
+    return ctx.Error(absl::StrCat("classes = ", classes, " and weight_rows = ", rows, " must be 0 to K = ", k));
+  }
+  if (ctx.input_dims(3) != std::vector<int64_t>{n}) {
+    return ctx.Error(absl::StrCat("labels ", DimsString(ctx.input_dims(3)), " must be [", n, "]"));
+  }
+  if (ir::NumElements(ctx.input_dims(4)) != 1 || ir::NumElements(ctx.input_dims(5)) != 1 ||
+      ctx.input_type(5).dtype != DType::kInt64) {
+    return ctx.Error("dloss and count must be scalars, count int64 (ottr::CountLabels)");
+  }
+  if (ctx.has_input(2) && ir::NumElements(ctx.input_dims(2)) != k) {
+    return ctx.Error(absl::StrCat("bias ", DimsString(ctx.input_dims(2)), " must have ", k, " elements"));
+  }
+  const int grid = kernels::LinearSceReluGradGrid(n, cols);
+  if (grid < 1) return ctx.Unsupported("the fused head's block does not fit this device's shared memory");
+  kernels::LinearSceReluGradArgs base;
+  base.labels64 = ctx.input_type(3).dtype == DType::kInt64;
+  base.dloss_dtype = Code(ctx.input_type(4).dtype);
+  base.n = n;
+  base.cols = cols;
+  base.k = static_cast<int>(k);
+  base.c = static_cast<int>(classes > 0 ? classes : k);
+  base.weight_rows = static_cast<int>(rows > 0 ? rows : k);
+  base.ignore_index = ctx.node().GetInt("ignore_index", -100);
+  base.label_smoothing = ctx.node().GetFloat("label_smoothing", 0.0f);
+  // Outputs nobody reads go to the workspace, after the kernel's partials.
+  const int64_t kernel_ws = Align256(kernels::LinearSceReluGradWorkspaceBytes(grid, cols, base.weight_rows));
+  std::vector<int64_t> spare(5, -1);
+  int64_t bytes = kernel_ws;
+  for (int i = 0; i < 5; ++i) {
+    if (ctx.output_needed(i)) continue;
+    spare[i] = bytes;
+    bytes += Align256(std::max<int64_t>(1, ir::NumElements(ctx.output_dims(i))) * 4);
+  }
+  CompiledOp op;
+  op.workspace_bytes = bytes;
+  op.counter_bytes = kernels::LinearSceReluGradCounterBytes();
+  op.launch = [=](const LaunchArgs& a) -> absl::Status {
+    char* ws = static_cast<char*>(a.workspace);
+    auto out = [&](int i) { return static_cast<float*>(spare[i] >= 0 ? ws + spare[i] : a.outputs[i]); };
+    kernels::LinearSceReluGradArgs args = base;
+    args.y = static_cast<const float*>(a.inputs[0]);
+    args.w = static_cast<const float*>(a.inputs[1]);
+    args.bias = static_cast<const float*>(a.inputs[2]);
+    args.labels = a.inputs[3];
+    args.dloss = a.inputs[4];
+    args.count = static_cast<const int64_t*>(a.inputs[5]);
+    args.loss = out(0);
+    args.dx = out(1);
+    args.db = out(2);
+    args.dw = out(3);
+    args.dbz = out(4);
+    NvtxRange range("LinearSceReluGrad");
+    OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchLinearSceReluGrad(args, grid, a.workspace, a.counters, a.stream));
+    return absl::OkStatus();
+  };
+  return op;
+}
+
 // ---------------------------------------------------------------------------------------------
 // ONNX SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss and their backward ops.
 
@@ -495,6 +581,7 @@ void RegisterLossCudaOps(CudaOpRegistry& r) {
   r.Register(ottr, "SoftmaxCrossEntropyGrad", CompileSceGrad);
   r.Register(ottr, "SoftmaxCrossEntropyWithGrad", CompileSceWithGrad);
   r.Register(ottr, "CountLabels", CompileCountLabels);
+  r.Register(ottr, "LinearSceReluGrad", CompileLinearSceReluGrad);
   r.Register(ottr, "LinearSoftmaxCrossEntropyWithGrad", CompileLinearSce);
   r.Register("", "SoftmaxCrossEntropyLoss", [](OpCompileContext& c) { return CompileClassLoss(c, true); });
   r.Register("", "NegativeLogLikelihoodLoss", [](OpCompileContext& c) { return CompileClassLoss(c, false); });

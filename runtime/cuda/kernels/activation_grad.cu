@@ -7,6 +7,7 @@
 #include "runtime/cuda/kernels/activation.h"
 
 #include "runtime/cuda/kernels/elementwise_device.h"
+#include "runtime/cuda/kernels/mma_tf32.cuh"
 
 namespace ottr::cuda::kernels {
 namespace {
@@ -513,24 +514,6 @@ constexpr int kLrgPassRows = (kThreads / 32) * kLrgUnroll;
 constexpr int kLrgYsStride = kLrgStrip + 8;
 static_assert((kThreads / 32) * 8 == kLrgStrip, "kTc: one 8-column mma tile per warp covers the strip");
 static_assert(kLrgPassRows % 8 == 0, "kTc: 8 rows per mma step");
-
-__device__ __forceinline__ uint32_t ToTf32(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
-}
-
-// d += a · b for one m16n8k8 TF32 tile (fragments as the PTX ISA lays them out: a0 (g, t), a1
-// (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4); b0 (k t, n g), b1 (k t + 4, n g); d0, d1 (g, 2t,
-// 2t + 1), d2, d3 (g + 8, ...); g = lane / 4, t = lane % 4).
-__device__ __forceinline__ void MmaTf32(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                        uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 template <int KP, bool kW, bool kVec, bool kTc>
 __global__ void __launch_bounds__(kThreads)

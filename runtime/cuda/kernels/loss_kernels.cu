@@ -15,6 +15,7 @@
 
 #include "ir/linear_sce_layout.h"
 #include "runtime/cuda/kernels/norm_common.cuh"
+#include "runtime/cuda/kernels/sce_math.cuh"
 
 namespace ottr::cuda::kernels {
 namespace {
@@ -25,12 +26,13 @@ using nl::IndexDiv;
 using nl::LoadAny;
 using nl::LoadLabel;
 using nl::ToC;
+using sce::ExpC;
+using sce::NaN;
+using sce::SceGradAt;
 
 // Upper bound on the blocks of a partial-sum kernel (the workspace holds two doubles each).
 constexpr int kMaxPartials = 1024;
 constexpr int kSceBlock = ir::kSceBlockThreads;  // launch bound of the SCE forward kernels
-
-__device__ __forceinline__ double NaN() { return __longlong_as_double(0x7ff8000000000000LL); }
 
 // Writes the block's (a, b) totals: the final value when the grid has one block (a, or a / b
 // when `divide`, rounded to T; or both into `stats`), else the block's partial.
@@ -99,35 +101,6 @@ __global__ void FinalizeKernel(const double* __restrict__ partial, int g, bool d
 // with `dx` set also write dlogits from the log_prob values they compute (rounded to T, as the
 // log_prob tensor would be), with `scale` = dloss / count (SceScaleSource): the value of
 // SoftmaxCrossEntropyGrad rounded to T, then to G (the Cast of a 16-bit step).
-
-// exp in the compute type: expf for float32 and the 16-bit types (within 2 ulp), exp for double.
-// The SCE kernels take their exponentials this way (sums in double): on the H200 the double exp
-// of every element twice made the fused loss and gradient on [4096, 1000] take 33 µs, compute
-// bound on FP64. Its error is below the rounding of log_prob to float32 (|lp| · 2^-24 relative).
-template <typename C>
-__device__ __forceinline__ C ExpC(C x) {
-  if constexpr (std::is_same_v<C, double>) {
-    return exp(x);
-  } else {
-    return expf(x);
-  }
-}
-
-// dlogits[i, j] of a row with label y, from its rounded log_prob `l`.
-template <typename T, typename G>
-__device__ __forceinline__ G SceGradAt(double l, int64_t j, int64_t y, int64_t c, int64_t ignore, double eps,
-                                       double scale) {
-  double v;
-  if (y == ignore) {
-    v = 0.0;
-  } else if (y < 0 || y >= c) {
-    v = NaN();
-  } else {
-    const double target = (j == y ? 1.0 - eps : 0.0) + eps / static_cast<double>(c);
-    v = (static_cast<double>(ExpC(static_cast<ComputeT<T>>(l))) - target) * scale;
-  }
-  return FromC<G>(ToC(FromC<T>(v)));
-}
 
 // dloss / (number of rows whose label is not ignore_index), for every thread of the block.
 __device__ double SceScale(const void* labels, bool l64, int64_t n, int64_t ignore, const void* dloss,

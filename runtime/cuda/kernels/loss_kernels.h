@@ -105,6 +105,43 @@ int64_t LinearSceWorkspaceBytes(int64_t n, int64_t k, bool col_sums);
 int64_t LinearSceCounterBytes();
 cudaError_t LaunchLinearSce(const LinearSceArgs& a, void* workspace, void* counters, cudaStream_t stream);
 
+// ottr::LinearSceReluGrad (fuse-linear-sce-relu-grad; TF32 steps), one cooperative launch
+// (linear_sce_relu_grad.cu) over Y [n, cols] (a ReLU's output), W [k, cols], bias [k] (or null):
+//   logits = Y·Wᵀ + bias                       TF32 products, float32 sums (the TF32 GEMM's)
+//   loss, dZ = SoftmaxCrossEntropyWithGrad of the first c of k columns, dloss / *count
+//   dx = (dZ·W) ⊙ [Y > 0]                      float32-level (split TF32 products); may alias Y
+//   db = Σ_rows dx, dw = (dZᵀ·Y)[:weight_rows] (TF32 products), dbz = (Σ_rows dZ)[:weight_rows]
+// dZ itself is never stored. cols one of 128, 256, 512; 1 <= c <= k <= 16. `grid`:
+// LinearSceReluGradGrid's, which sizes the workspace; the sums are deterministic for it.
+struct LinearSceReluGradArgs {
+  const float* y = nullptr;
+  const float* w = nullptr;
+  const float* bias = nullptr;
+  const void* labels = nullptr;
+  bool labels64 = true;
+  const void* dloss = nullptr;
+  int dloss_dtype = 1;
+  const int64_t* count = nullptr;  // ottr::CountLabels' output
+  float* loss = nullptr;
+  float* dx = nullptr;
+  float* db = nullptr;
+  float* dw = nullptr;
+  float* dbz = nullptr;
+  int64_t n = 0;
+  int64_t cols = 0;
+  int k = 0;
+  int c = 0;
+  int weight_rows = 0;
+  int64_t ignore_index = -100;
+  float label_smoothing = 0.0f;
+};
+bool LinearSceReluGradFits(int64_t cols, int64_t k);
+int LinearSceReluGradGrid(int64_t n, int64_t cols);  // 0: cannot run on this device
+int64_t LinearSceReluGradWorkspaceBytes(int grid, int64_t cols, int64_t weight_rows);
+int64_t LinearSceReluGradCounterBytes();
+cudaError_t LaunchLinearSceReluGrad(const LinearSceReluGradArgs& a, int grid, void* workspace, void* counters,
+                                    cudaStream_t stream);
+
 // ottr::SoftmaxCrossEntropyGrad(dloss [], log_prob [N, C], labels [N]) -> dlogits [N, C]
 //   dlogits[i, j] = dloss / count · (exp(log_prob[i, j]) − (1 − ε) [j == y_i] − ε / C),
 //   0 for ignored rows; count = number of rows not ignored; computed in double.
