@@ -2,29 +2,35 @@
 // cross-entropy and the whole backward through it and the ReLU before it, in one pass over the
 // ReLU's output Y.
 //
-// Why: at batch 8192 the small MLP's head was four launches on the step's critical path (H100
+// Why: at batch 8192 the small MLP's head was three launches on the step's critical path (H100
 // trace, bench/RESULTS.md 2026-12-06): the classifier GEMM (8.0 µs, cuBLASLt reading Y), the loss
 // kernel (7.5), then LinearReluGrad reading Y again (23.4), with launch gaps between. Y is
 // [8192, 512] floats (16.8 MB); the head's arithmetic is tiny (K <= 16 classes), so the floor is
 // reading Y once and writing dX once.
 //
-// Layout: a cooperative grid of one 512-thread block per SM; each block takes tiles of 16 rows
-// (tile t, t + grid, ...), copied into shared memory by cp.async two tiles ahead of use. Warp w
-// owns 8·NT of the N = 128·NT columns. Per tile:
-//   A  logits: each warp multiplies its columns of the 16 rows by Wᵀ (mma.sync m16n8k8 TF32, as the
-//      TF32 GEMM it replaces), partial [16 x 16] tiles to shared memory;
-//   B  warp w adds row w's 16 partials in warp order plus the bias, and computes the softmax, the
-//      loss terms and dlogits as the SCE kernels do (sce_math.cuh; log-sum-exp in double, dloss /
-//      count from ottr::CountLabels), dlogits to shared memory;
+// Layout: a cooperative grid of one 512-thread block per SM; each block takes tiles of 64 rows
+// (tile b, b + grid, ...: one per block for the small MLP at 8192), copied whole into shared memory
+// by one batch of cp.async (128 KB at 512 columns). Warp w owns 8·NT of the N = 128·NT columns.
+// Per tile, in two rounds of 32 rows:
+//   A  logits: each warp multiplies its columns of the round's rows by Wᵀ (mma.sync m16n8k8 TF32,
+//      as the TF32 GEMM it replaces; W's fragments stay in registers), partials to shared memory;
+//   B  each half-warp adds a row's 16 warp partials in warp order plus the bias, and computes the
+//      softmax, the loss terms and dlogits as the SCE kernels do (sce_math.cuh; log-sum-exp in
+//      double, dloss / count from ottr::CountLabels), dlogits to shared memory;
+// then
 //   C  dX = (dZ·W) ⊙ [Y > 0] on the tensor cores in three TF32 products (hi·hi + hi·lo + lo·hi of
 //      the split operands: float32-level error, as LinearReluGrad's float32 sums), written from
 //      the fragments; dB = Σ dX in float32 per lane; dW += dZᵀ·Y in TF32 (LinearReluGrad's tensor-
 //      core weight gradient).
-// Then every block writes its partials (dW, dB, dBz, the loss and its count) to the workspace, the
-// blocks wait for each other (every block is resident: a cooperative launch) and each warp of the
-// grid adds the blocks' partials of a few outputs in block order (a fixed lane assignment and
-// tree): deterministic for a given grid, no atomics on values. The last block to finish clears
+// Then every block writes its partials (dW, dB, dBz; the loss and its count) to the workspace in
+// chunks of 32 outputs ([chunk][block][32]: a warp reading one block after another reads 128
+// contiguous bytes), the blocks wait for each other (every block is resident: a cooperative
+// launch), and four warps per chunk add the blocks' partials in block order, combined in a fixed
+// order: deterministic for a given grid, no atomics on values. The last block to finish clears
 // the two counters.
+//
+// Measured (H100, bench/RESULTS.md 2026-12-06 (2)): 26 µs for [8192, 512] with 12 classes, of
+// which about 13 µs are the copy of Y, the partials and the grid's wait, and 9 µs phase C.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -275,18 +281,23 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // The block's partials: [block][q], q: dW's weight_rows x N, then dB's N, then dBz's weight_rows.
   const int wr = a.weight_rows;
-  const int64_t q_count = static_cast<int64_t>(wr) * kN + kN + wr;
-  float* part = partials + blockIdx.x * q_count;
+  const int q_count = wr * kN + kN + wr;
+  // Blocked by 32 outputs: [q / 32][block][q % 32], so that a warp adding one block after another
+  // reads 128 contiguous bytes per load (block-major rows of partials cost a 32-byte sector per
+  // four bytes there: 9 µs of the kernel's 34 on the small MLP's head).
+  const int grid32 = static_cast<int>(gridDim.x) * 32;
+  auto pidx = [&](int q) { return (q >> 5) * grid32 + static_cast<int>(blockIdx.x) * 32 + (q & 31); };
+  float* part = partials;
 #pragma unroll
   for (int j = 0; j < NT; ++j) {
     const int col = col0 + 8 * j + 2 * t;
     if (g < wr) {
-      part[g * kN + col] = dw[j][0];
-      part[g * kN + col + 1] = dw[j][1];
+      part[pidx(g * kN + col)] = dw[j][0];
+      part[pidx(g * kN + col + 1)] = dw[j][1];
     }
     if (g + 8 < wr) {
-      part[(g + 8) * kN + col] = dw[j][2];
-      part[(g + 8) * kN + col + 1] = dw[j][3];
+      part[pidx((g + 8) * kN + col)] = dw[j][2];
+      part[pidx((g + 8) * kN + col + 1)] = dw[j][3];
     }
     // dB: the lanes of one t hold the same columns for rows g: a fixed xor tree over g.
 #pragma unroll
@@ -298,8 +309,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       db[j][e] = v;
     }
     if (g == 0) {
-      part[static_cast<int64_t>(wr) * kN + col] = db[j][0];
-      part[static_cast<int64_t>(wr) * kN + col + 1] = db[j][1];
+      part[pidx(wr * kN + col)] = db[j][0];
+      part[pidx(wr * kN + col + 1)] = db[j][1];
     }
   }
   if (lane < 16) s_dbz[warp][lane] = dbz;
@@ -311,7 +322,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x < wr) {
     float s = 0.0f;
     for (int w2 = 0; w2 < kWarps; ++w2) s += s_dbz[w2][threadIdx.x];
-    part[static_cast<int64_t>(wr) * kN + kN + threadIdx.x] = s;
+    part[pidx(wr * kN + kN + static_cast<int>(threadIdx.x))] = s;
   }
   if (threadIdx.x == 0) {
     double l = 0, n_rows = 0;
@@ -330,39 +341,42 @@ __global__ void __launch_bounds__(kThreads, 1)
     __threadfence();
   }
   __syncthreads();
-  // Each warp of the grid adds the blocks' partials of outputs q, q + warps, ...: lane L the blocks
-  // L, L + 32, ... in order (eight loads in flight), then a fixed xor tree.
-  // kQ outputs a warp at a time, all their loads in flight together (the grid is at most
-  // kMaxBlocksPerLane·32 blocks: LaunchLinearSceReluGrad checks).
-  const int64_t gwarps = static_cast<int64_t>(gridDim.x) * kWarps;
-  constexpr int kQ = 4;
-  for (int64_t q0 = static_cast<int64_t>(blockIdx.x) * kWarps + warp; q0 < q_count; q0 += kQ * gwarps) {
-    float v[kQ][kMaxBlocksPerLane];
+  // Each block adds four chunks of 32 outputs at a time: warp w takes chunk w / 4 and a quarter of
+  // the blocks (lane L output L of the chunk, the blocks in order, 16 loads in flight), then the
+  // chunk's first warp adds the four quarters in order: a fixed order, deterministic.
+  {
+    __shared__ float red[kWarps][32];
+    const int chunks = (q_count + 31) / 32;
+    const int quarter = (static_cast<int>(gridDim.x) + 3) / 4;
+    const int part_of = warp & 3;
+    const int b_begin = part_of * quarter, b_end = min(static_cast<int>(gridDim.x), b_begin + quarter);
+    for (int c0 = static_cast<int>(blockIdx.x) * 4; c0 < chunks; c0 += static_cast<int>(gridDim.x) * 4) {
+      const int chunk = c0 + (warp >> 2);
+      float sum = 0.0f;
+      if (chunk < chunks) {
+        const float* base = partials + chunk * grid32 + lane;
+        for (int bb = b_begin; bb < b_end; bb += 16) {
+          float v[16];
 #pragma unroll
-    for (int e = 0; e < kQ; ++e) {
-      const int64_t q = q0 + e * gwarps;
+          for (int u = 0; u < 16; ++u) v[u] = bb + u < b_end ? __ldcg(base + (bb + u) * 32) : 0.0f;
 #pragma unroll
-      for (int u = 0; u < kMaxBlocksPerLane; ++u) {
-        const unsigned bb = lane + 32 * u;
-        v[e][u] = q < q_count && bb < gridDim.x ? __ldcg(partials + bb * q_count + q) : 0.0f;
-      }
-    }
-#pragma unroll
-    for (int e = 0; e < kQ; ++e) {
-      const int64_t q = q0 + e * gwarps;
-      float s = 0.0f;
-#pragma unroll
-      for (int u = 0; u < kMaxBlocksPerLane; ++u) s += v[e][u];
-      s = nl::WarpSum(s);
-      if (lane == 0 && q < q_count) {
-        if (q < static_cast<int64_t>(wr) * kN) {
-          a.dw[q] = s;
-        } else if (q < static_cast<int64_t>(wr) * kN + kN) {
-          a.db[q - static_cast<int64_t>(wr) * kN] = s;
-        } else {
-          a.dbz[q - static_cast<int64_t>(wr) * kN - kN] = s;
+          for (int u = 0; u < 16; ++u) sum += v[u];
         }
       }
+      red[warp][lane] = sum;
+      __syncthreads();
+      if (part_of == 0 && chunk < chunks) {
+        const float total = ((red[warp][lane] + red[warp + 1][lane]) + red[warp + 2][lane]) + red[warp + 3][lane];
+        const int q = chunk * 32 + lane;
+        if (q < wr * kN) {
+          a.dw[q] = total;
+        } else if (q < wr * kN + kN) {
+          a.db[q - wr * kN] = total;
+        } else if (q < q_count) {
+          a.dbz[q - wr * kN - kN] = total;
+        }
+      }
+      __syncthreads();
     }
   }
   if (blockIdx.x == 0 && warp == 0) {  // the loss: lane L adds blocks L, L + 32, ..., then a fixed tree
@@ -447,7 +461,7 @@ int LinearSceReluGradGrid(int64_t n, int64_t cols) {
 }
 
 int64_t LinearSceReluGradWorkspaceBytes(int grid, int64_t cols, int64_t weight_rows) {
-  const int64_t q = weight_rows * cols + cols + weight_rows;
+  const int64_t q = (weight_rows * cols + cols + weight_rows + 31) / 32 * 32;  // whole 32-output chunks
   const int64_t floats = (static_cast<int64_t>(grid) * q + 63) / 64 * 64;
   return floats * static_cast<int64_t>(sizeof(float)) + 2 * static_cast<int64_t>(grid) * sizeof(double);
 }
@@ -464,7 +478,7 @@ cudaError_t LaunchLinearSceReluGrad(const LinearSceReluGradArgs& a, int grid, vo
     return cudaErrorInvalidValue;
   }
   float* partials = static_cast<float*>(workspace);
-  const int64_t q = static_cast<int64_t>(a.weight_rows) * a.cols + a.cols + a.weight_rows;
+  const int64_t q = (static_cast<int64_t>(a.weight_rows) * a.cols + a.cols + a.weight_rows + 31) / 32 * 32;
   double* loss_partials =
       reinterpret_cast<double*>(static_cast<char*>(workspace) + (static_cast<int64_t>(grid) * q + 63) / 64 * 64 * 4);
   Sync* sync = static_cast<Sync*>(counters);
