@@ -33,6 +33,7 @@
 namespace ottr::passes {
 namespace {
 
+using fusion::IsF32;
 using fusion::Remark;
 using ir::Node;
 using ir::Value;
@@ -44,8 +45,6 @@ struct Plan {
   Node* sce = nullptr;   // ottr::SoftmaxCrossEntropyWithGrad
   Node* back = nullptr;  // ottr::LinearReluGrad
 };
-
-bool IsF32(const Value* v) { return v != nullptr && v->type().dtype == ir::DType::kFloat32; }
 
 std::optional<Plan> Match(Node* l, std::string* why) {
   Plan p;

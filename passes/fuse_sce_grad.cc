@@ -70,6 +70,7 @@
 namespace ottr::passes {
 namespace {
 
+using fusion::IsF32;
 using fusion::Remark;
 using ir::Node;
 using ir::Value;
@@ -321,8 +322,6 @@ struct LinearPlan {
   Node* back = nullptr;  // the data gradient: ottr::FusedGemm drelu / none or a Gemm of dlogits and the weight
   Node* act = nullptr;   // ottr::ReluGrad / ReluGradBiasGrad(back's product, x), or null
 };
-
-bool IsF32(const Value* v) { return v != nullptr && v->type().dtype == ir::DType::kFloat32; }
 
 // The ReLU backward through x of the data gradient `back` (none epilogue), when it is the product's
 // only reader: ottr::ReluGrad(dx, x) or ottr::ReluGradBiasGrad(dx, x) with a float32 bias gradient.

@@ -47,6 +47,9 @@ absl::StatusOr<bool> MatchAndRewrite(const std::vector<ir::Node*>& roots, std::o
 // "" when cuBLASLt's epilogues run on `t` (f32, f16, bf16), else the reason they do not.
 std::string UnsupportedDType(ir::DType t);
 
+// `v` exists and is float32.
+inline bool IsF32(const ir::Value* v) { return v != nullptr && v->type().dtype == ir::DType::kFloat32; }
+
 // A 16-bit float type of mixed precision: bfloat16 or float16.
 inline bool IsLowFloat(ir::DType t) { return t == ir::DType::kBFloat16 || t == ir::DType::kFloat16; }
 

@@ -285,15 +285,11 @@ absl::Status LinearReluGradKernel(KernelContext& ctx) {
     dw = ctx.AllocateOutput(2, ir::DType::kFloat32, {m, cols}).data<float>();
     dbz = ctx.AllocateOutput(3, ir::DType::kFloat32, {m}).data<float>();
   }
-  // dX after dW: it may be Y's buffer (memory_planner.cc's in-place rules), and Y is read first.
-  std::vector<float> dx_values(rows * cols);
-  std::vector<float> db_values(cols);
-  LinearReluGradRows(dz.data<float>(), w.data<float>(), y.data<float>(), rows, cols, k, m, dx_values.data(),
-                     db_values.data(), dw, dbz);
-  Tensor& dx = ctx.AllocateOutput(0, ir::DType::kFloat32, {rows, cols});
-  Tensor& db = ctx.AllocateOutput(1, ir::DType::kFloat32, {cols});
-  std::copy(dx_values.begin(), dx_values.end(), dx.data<float>());
-  std::copy(db_values.begin(), db_values.end(), db.data<float>());
+  // dX may be Y's buffer (memory_planner.cc's in-place rules): LinearReluGradRows reads Y for dW
+  // before it writes dX, and each element of Y before the element of dX in its place.
+  float* dx = ctx.AllocateOutput(0, ir::DType::kFloat32, {rows, cols}).data<float>();
+  float* db = ctx.AllocateOutput(1, ir::DType::kFloat32, {cols}).data<float>();
+  LinearReluGradRows(dz.data<float>(), w.data<float>(), y.data<float>(), rows, cols, k, m, dx, db, dw, dbz);
   return absl::OkStatus();
 }
 

@@ -132,7 +132,8 @@ void RegisterFusedGemmKernels(KernelRegistry& r);
 
 // ottr::LinearReluGrad's sums (activation_grad_kernels.cc), shared with ottr::LinearSceReluGrad:
 // dZ [rows, k], W [k, cols], Y [rows, cols] -> dX [rows, cols], dB [cols] and, with m > 0, the
-// first m rows of dW [k, cols] and dBz [k]. Every sum in double, rounded once to float32.
+// first m rows of dW [k, cols] and dBz [k]. Every sum in double, rounded once to float32. dX may
+// be Y's buffer: Y is read for dW first, and each element of Y before dX's element in its place.
 void LinearReluGradRows(const float* dz, const float* w, const float* y, int64_t rows, int64_t cols, int64_t k,
                         int64_t m, float* dx, float* db, float* dw, float* dbz);
 

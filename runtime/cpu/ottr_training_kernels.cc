@@ -332,15 +332,14 @@ absl::Status LinearSceReluGrad(KernelContext& ctx) {
   SceGradRows<float>(ctx.input(4).GetAsDouble(0), lp.data(), labels, n, c, ignore, eps, dn.data());
   std::vector<float> dz(n * k, 0.0f);
   for (int64_t i = 0; i < n; ++i) std::memcpy(dz.data() + i * k, dn.data() + i * c, c * 4);
-  // Y is read before dX is written (dX may take Y's buffer).
-  std::vector<float> dx(n * cols), db(cols), dw(m * cols), dbz(m);
-  LinearReluGradRows(dz.data(), w.data<float>(), y.data<float>(), n, cols, k, m, dx.data(), db.data(), dw.data(),
-                     dbz.data());
+  // dX may take Y's buffer: the logits above and LinearReluGradRows' weight gradient read Y first,
+  // and its dX loop reads each element of Y before it writes the element of dX in its place.
   ctx.AllocateOutput(0, DType::kFloat32, {}).data<float>()[0] = loss;
-  std::memcpy(ctx.AllocateOutput(1, DType::kFloat32, {n, cols}).data<float>(), dx.data(), dx.size() * 4);
-  std::memcpy(ctx.AllocateOutput(2, DType::kFloat32, {cols}).data<float>(), db.data(), db.size() * 4);
-  std::memcpy(ctx.AllocateOutput(3, DType::kFloat32, {m, cols}).data<float>(), dw.data(), dw.size() * 4);
-  std::memcpy(ctx.AllocateOutput(4, DType::kFloat32, {m}).data<float>(), dbz.data(), dbz.size() * 4);
+  float* dx = ctx.AllocateOutput(1, DType::kFloat32, {n, cols}).data<float>();
+  float* db = ctx.AllocateOutput(2, DType::kFloat32, {cols}).data<float>();
+  float* dw = ctx.AllocateOutput(3, DType::kFloat32, {m, cols}).data<float>();
+  float* dbz = ctx.AllocateOutput(4, DType::kFloat32, {m}).data<float>();
+  LinearReluGradRows(dz.data(), w.data<float>(), y.data<float>(), n, cols, k, m, dx, db, dw, dbz);
   return absl::OkStatus();
 }
 
