@@ -87,6 +87,10 @@ std::unique_ptr<Pass> CreateFuseLinearReluGradPass();
 // counted ottr::SoftmaxCrossEntropyWithGrad and the ottr::LinearReluGrad of its dlogits -> one
 // ottr::LinearSceReluGrad (TF32 steps: the products are TF32).
 std::unique_ptr<Pass> CreateFuseLinearSceReluGradPass();
+// passes/fuse_mlp_step.cc: the whole training step of a small ReLU MLP (its Gemm + Relu chain,
+// softmax cross-entropy, autodiff's gradients of them and their one Adam update) -> one
+// ottr::MlpStep (TF32 steps: the products are TF32).
+std::unique_ptr<Pass> CreateFuseMlpStepPass();
 // passes/kmajor_gemm.cc: a large float32 GEMM whose operands both have k as their slow axis (the
 // weight gradients Xᵀ·dY) gets one operand transposed first, so TF32 Tensor Cores read it K-major.
 std::unique_ptr<Pass> CreateKMajorGemmOperandsPass();

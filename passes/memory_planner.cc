@@ -118,6 +118,12 @@ std::vector<InPlaceRule> DefaultInPlaceRules(const ir::Node& n) {
       for (int i = 0; i < count; ++i) {
         for (int s = 0; s < 3; ++s) add_if_full(s * count + i, 4 + s * count + i);
       }
+    } else if (op == "MlpStep") {
+      // (lr, step, x, labels, p.., m.., v..) -> (loss, p'.., m'.., v'..): each over its input.
+      const int count = (n.num_inputs() - 4) / 3;
+      for (int i = 0; i < count; ++i) {
+        for (int s = 0; s < 3; ++s) add_if_full(1 + s * count + i, 4 + s * count + i);
+      }
     } else if (op == "LossScaleUpdate") {
       add_if_full(0, 0);
       add_if_full(1, 1);

@@ -388,6 +388,8 @@ absl::StatusOr<std::vector<Value*>> TrainableParameters(const ir::Graph& g,
       if (op == "AdamUpdateN" || op == "SGDUpdateN") is_state |= u.index >= 2 + 2 * ir::UpdateNLayoutOf(*u.node).n;
       // (lr, step, A, B, p.., m.., v..): n = 1 or 2 parameters.
       if (op == "GemmAdamUpdate") is_state |= u.index >= 4 + (u.node->num_inputs() - 4) / 3;
+      // (lr, step, x, labels, p.., m.., v..).
+      if (op == "MlpStep") is_state |= u.index >= 4 + (u.node->num_inputs() - 4) / 3;
     }
     if (is_state) continue;
     // BatchNormalization's running statistics (inputs 3 and 4) are state, not parameters.
@@ -517,6 +519,12 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
   } else {
     if (spec.multi_tensor_updates) pm.Add(std::make_unique<GroupOptimizerUpdatesPass>());
     if (spec.multi_tensor_updates && spec.nan_guard) pm.Add(CreateNanGuardPass());
+  }
+  // The whole step of a small MLP in one node, before the other fusions (which then find none of
+  // it left); it declines guarded updates itself.
+  if (spec.fuse_epilogues && spec.multi_tensor_updates && spec.precision == Precision::kTf32 &&
+      scaling == LossScaleSpec::Kind::kNone && spec.optimizer.max_grad_norm <= 0 && !spec.expose_gradients) {
+    pm.Add(CreateFuseMlpStepPass());
   }
   if (spec.fuse_epilogues) {
     pm.Add(CreateFuseSceGradPass());

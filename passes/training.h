@@ -186,7 +186,9 @@ std::string GradName(const std::string& param);
 //   clip-gradients (when asked), optimizer, batchnorm-statistics, simplify,
 //   group-optimizer-updates (when spec.multi_tensor_updates or loss scaling; the latter groups
 //   even a single update), nan-guard (spec.nan_guard without loss scaling), unscale-gradients
-//   (with loss scaling), fuse-sce-grad, fold-gemm-casts, fuse-gemm-epilogue,
+//   (with loss scaling), fuse-mlp-step (TF32 steps with spec.fuse_epilogues and
+//   spec.multi_tensor_updates, no loss scaling, clipping or exposed gradients; declines guarded
+//   updates), fuse-sce-grad, fold-gemm-casts, fuse-gemm-epilogue,
 //   narrow-exact-ops (when spec.narrow_exact_ops with bf16/fp16) before the grouping,
 //   fuse-gemm-dact-bgrad, fuse-relu-grad-bgrad (spec.fuse_relu_grad_bgrad, unset: bf16/fp16/TF32),
 //   fuse-gemm-bgrad, fuse-sce-bgrad, fuse-linear-sce, count-labels-early, fuse-linear-relu-grad (when

@@ -59,6 +59,14 @@
 //     "b"), summed in double in increasing k and rounded once (FusedGemm's bgrada / bgradb). The
 //     gradients are not outputs. Input layout as ir/optimizer_update.h with the gradients'
 //     n inputs replaced by A and B.
+//   ottr::MlpStep(lr, step, x f32[B,D], labels i32|i64[B], p_0..p_2L-1, m_0.., v_0..)
+//       -> (loss f32[], p'_0.., m'_0.., v'_0..) {Adam's attributes, ignore_index}
+//     (fuse-mlp-step, passes/fuse_mlp_step.cc): the whole training step of a ReLU MLP in one
+//     node. p_2l = W_l [H_l, H_l-1] and p_2l+1 = b_l [H_l] (H_-1 = D); z_l = y_l-1·W_lᵀ + b_l,
+//     y_l = relu(z_l) for l < L-1, logits z_L-1; loss = the mean over the rows whose label is not
+//     ignore_index of -log_softmax(logits)[label] (ottr::SoftmaxCrossEntropy without label
+//     smoothing); then the gradient of that loss with respect to every p_i and AdamUpdateN's
+//     update of each (unguarded, no loss scale). The gradients are not outputs.
 //   ottr::AllFinite(x_0, ..., x_k) -> ok bool[]
 //     true when every element of every (float) input is finite.
 //   ottr::LossScaleUpdate(scale f[], good_steps i64[], ok bool[]) -> (scale', good_steps')
@@ -173,6 +181,61 @@ absl::Status InferGemmAdamUpdate(InferenceContext& ctx) {
     return ctx.Error(absl::StrCat("lr must be a float scalar and step an integer scalar, got ", lr.ToString(), " and ",
                                   step.ToString()));
   }
+  return absl::OkStatus();
+}
+
+// ottr::MlpStep(lr, step, x, labels, p.., m.., v..) -> (loss, p'.., m'.., v'..).
+absl::Status InferMlpStep(InferenceContext& ctx) {
+  const int in = ctx.num_inputs() - 4;
+  const int layers = in / 6;
+  if (in != 6 * layers || layers < 1 || ctx.num_outputs() != 1 + 6 * layers) {
+    return ctx.Error(absl::StrCat("MlpStep needs 4 + 6L inputs and 1 + 6L outputs (L layers), got ",
+                                  ctx.num_inputs(), " and ", ctx.num_outputs()));
+  }
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) return ctx.Error(absl::StrCat("input ", i, " is missing"));
+  }
+  const TensorType& lr = ctx.input_type(0);
+  const TensorType& step = ctx.input_type(1);
+  if (!IsFloat(lr.dtype) || (step.dtype != DType::kInt64 && step.dtype != DType::kInt32)) {
+    return ctx.Error(absl::StrCat("lr must be a float scalar and step an integer scalar, got ", lr.ToString(), " and ",
+                                  step.ToString()));
+  }
+  const TensorType& x = ctx.input_type(2);
+  const TensorType& labels = ctx.input_type(3);
+  if (x.dtype != DType::kFloat32 || !x.is_static() || x.rank() != 2) {
+    return ctx.Error(absl::StrCat("x must be a static 2-D float32 tensor, got ", x.ToString()));
+  }
+  const std::vector<int64_t> xd = StaticDims(*x.shape);
+  if ((labels.dtype != DType::kInt64 && labels.dtype != DType::kInt32) || !labels.is_static() ||
+      StaticDims(*labels.shape) != std::vector<int64_t>{xd[0]}) {
+    return ctx.Error(absl::StrCat("labels must be int32 or int64 [", xd[0], "], got ", labels.ToString()));
+  }
+  const int n = 2 * layers;
+  int64_t width = xd[1];
+  for (int l = 0; l < layers; ++l) {
+    const TensorType& w = ctx.input_type(4 + 2 * l);
+    const TensorType& b = ctx.input_type(5 + 2 * l);
+    if (w.dtype != DType::kFloat32 || !w.is_static() || w.rank() != 2 || StaticDims(*w.shape)[1] != width) {
+      return ctx.Error(absl::StrCat("layer ", l, "'s weight must be float32 [out, ", width, "], got ", w.ToString()));
+    }
+    const int64_t out = StaticDims(*w.shape)[0];
+    if (b.dtype != DType::kFloat32 || !b.is_static() || StaticDims(*b.shape) != std::vector<int64_t>{out}) {
+      return ctx.Error(absl::StrCat("layer ", l, "'s bias must be float32 [", out, "], got ", b.ToString()));
+    }
+    width = out;
+  }
+  for (int k = 0; k < n; ++k) {
+    const TensorType& p = ctx.input_type(4 + k);
+    for (int s = 1; s <= 2; ++s) {
+      if (ctx.input_type(4 + s * n + k) != p) {
+        return ctx.Error(absl::StrCat("state ", ctx.input_type(4 + s * n + k).ToString(), " does not match parameter ",
+                                      p.ToString()));
+      }
+    }
+    for (int s = 0; s <= 2; ++s) ctx.set_output_type(1 + s * n + k, p);
+  }
+  ctx.set_output_type(0, TensorType(DType::kFloat32, Shape{}));
   return absl::OkStatus();
 }
 
@@ -456,6 +519,18 @@ void RegisterOptimizerOps(OpRegistry& r) {
                  .Attr("decoupled", K::kInt)
                  .Attr("bias", K::kString)
                  .Shape(InferGemmAdamUpdate)
+                 .NotDifferentiable()
+                 .Build());
+  r.Register(OpSchemaBuilder(std::string(kOttrDomain), "MlpStep")
+                 .Inputs(10, -1)
+                 .Outputs(7, -1)
+                 .Attr("beta1", K::kFloat)
+                 .Attr("beta2", K::kFloat)
+                 .Attr("epsilon", K::kFloat)
+                 .Attr("weight_decay", K::kFloat)
+                 .Attr("decoupled", K::kInt)
+                 .Attr("ignore_index", K::kInt)
+                 .Shape(InferMlpStep)
                  .NotDifferentiable()
                  .Build());
   r.Register(OpSchemaBuilder(std::string(kOttrDomain), "AllFinite")

@@ -527,6 +527,93 @@ absl::Status GemmAdamUpdate(KernelContext& ctx) {
   return absl::OkStatus();
 }
 
+// ottr::MlpStep(lr, step, x, labels, p.., m.., v..) -> (loss, p'.., m'.., v'..): the step as the
+// unfused graph computes it: each layer's Gemm (bias broadcast, then x·Wᵀ added) and ReLU, the
+// SoftmaxCrossEntropy rows and their gradient, the weight gradients dzᵀ·y, the bias gradients
+// summed in double in increasing rows, the data gradients dz·W through the ReLU's mask, then
+// AdamUpdateN's update of every parameter.
+absl::Status MlpStep(KernelContext& ctx) {
+  const int n = (ctx.num_inputs() - 4) / 3;
+  const int layers = n / 2;
+  const Tensor& x = ctx.input(2);
+  const Tensor& labels = ctx.input(3);
+  if (layers < 1 || x.dtype() != DType::kFloat32 || x.rank() != 2 || labels.num_elements() != x.dim(0)) {
+    return ctx.Error(absl::StrCat("x ", x.type().ToString(), " and labels ", labels.type().ToString(),
+                                  " must be float32 [B, D] and [B]"));
+  }
+  const int64_t rows = x.dim(0);
+  std::vector<int64_t> in(layers), out(layers);
+  for (int l = 0; l < layers; ++l) {
+    const Tensor& w = ctx.input(4 + 2 * l);
+    const Tensor& b = ctx.input(5 + 2 * l);
+    in[l] = l == 0 ? x.dim(1) : out[l - 1];
+    if (w.dtype() != DType::kFloat32 || w.rank() != 2 || w.dim(1) != in[l] || b.dtype() != DType::kFloat32 ||
+        b.num_elements() != w.dim(0)) {
+      return ctx.Error(absl::StrCat("layer ", l, ": W ", w.type().ToString(), " and b ", b.type().ToString(),
+                                    " must be float32 [out, ", in[l], "] and [out]"));
+    }
+    out[l] = w.dim(0);
+  }
+  for (int k = 0; k < n; ++k) {
+    for (int s = 1; s <= 2; ++s) {
+      if (ctx.input(4 + s * n + k).type() != ctx.input(4 + k).type()) {
+        return ctx.Error(absl::StrCat("state ", ctx.input(4 + s * n + k).type().ToString(), " does not match parameter ",
+                                      ctx.input(4 + k).type().ToString()));
+      }
+    }
+  }
+  const int64_t classes = out[layers - 1];
+  const int64_t ignore = ctx.attr_int("ignore_index", -100);
+  absl::Status st = CheckLabels(ctx, labels, classes, ignore);
+  if (!st.ok()) return st;
+  auto w = [&](int l) { return ctx.input(4 + 2 * l).data<float>(); };
+  // y[0] = x, y[l + 1] = layer l's output (the logits last).
+  std::vector<std::vector<float>> y(layers + 1);
+  y[0].assign(x.data<float>(), x.data<float>() + x.num_elements());
+  for (int l = 0; l < layers; ++l) {
+    std::vector<float>& z = y[l + 1];
+    z.resize(rows * out[l]);
+    const float* b = ctx.input(5 + 2 * l).data<float>();
+    for (int64_t i = 0; i < rows; ++i) std::memcpy(z.data() + i * out[l], b, out[l] * 4);
+    if (rows > 0) GemmGeneric<float>(false, true, rows, out[l], in[l], 1.0, y[l].data(), in[l], w(l), in[l], 1.0, z.data(), out[l]);
+    if (l + 1 < layers) {
+      for (float& v : z) v = v > 0.0f ? v : 0.0f;
+    }
+  }
+  std::vector<float> lp(rows * classes), dz(rows * classes);
+  const float loss = SceRows<float>(y[layers].data(), labels, rows, classes, ignore, 0.0, lp.data());
+  SceGradRows<float>(1.0, lp.data(), labels, rows, classes, ignore, 0.0, dz.data());
+  std::vector<std::vector<float>> grads(n);
+  for (int l = layers - 1; l >= 0; --l) {
+    std::vector<float>& dw = grads[2 * l];
+    std::vector<float>& db = grads[2 * l + 1];
+    dw.assign(out[l] * in[l], 0.0f);
+    if (rows > 0) GemmGeneric<float>(true, false, out[l], in[l], rows, 1.0, dz.data(), out[l], y[l].data(), in[l], 0.0, dw.data(), in[l]);
+    std::vector<double> acc(out[l], 0.0);
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; j < out[l]; ++j) acc[j] += dz[i * out[l] + j];
+    }
+    db.assign(acc.begin(), acc.end());
+    if (l == 0) break;
+    std::vector<float> dy(rows * in[l], 0.0f);
+    if (rows > 0) GemmGeneric<float>(false, false, rows, in[l], out[l], 1.0, dz.data(), out[l], w(l), in[l], 0.0, dy.data(), in[l]);
+    for (int64_t i = 0; i < rows * in[l]; ++i) dy[i] = y[l][i] > 0.0f ? dy[i] : 0.0f;
+    dz = std::move(dy);
+  }
+  OTTR_ASSIGN_OR_RETURN(const AdamConsts<float> c, ReadAdamConsts<float>(ctx, 0, 1));
+  ctx.AllocateOutput(0, DType::kFloat32, {}).data<float>()[0] = loss;
+  for (int k = 0; k < n; ++k) {
+    const Tensor& p = ctx.input(4 + k);
+    Tensor& po = ctx.AllocateOutput(1 + k, p.dtype(), p.dims());
+    Tensor& mo = ctx.AllocateOutput(1 + n + k, p.dtype(), p.dims());
+    Tensor& vo = ctx.AllocateOutput(1 + 2 * n + k, p.dtype(), p.dims());
+    AdamElements<float>(c, p.num_elements(), p.data<float>(), grads[k].data(), ctx.input(4 + n + k).data<float>(),
+                        ctx.input(4 + 2 * n + k).data<float>(), false, 1.0f, po.data<float>(), mo.data<float>(),
+                        vo.data<float>());
+  }
+  return absl::OkStatus();
+}
+
 template <typename T>
 absl::Status SgdUpdate(KernelContext& ctx) {
   return SgdApply<T>(ctx, {0, 1, 2, 3, 4, -1, 0, 1, -1});
@@ -676,6 +763,7 @@ void RegisterOttrTrainingKernels(KernelRegistry& r) {
   r.Register(d, "SGDUpdateN", [](KernelContext& c) { return DispatchFloat<SgdNOp>(c, c.input(2).dtype()); });
   r.Register(d, "AdamUpdateN", [](KernelContext& c) { return DispatchFloat<AdamNOp>(c, c.input(2).dtype()); });
   r.Register(d, "GemmAdamUpdate", GemmAdamUpdate);
+  r.Register(d, "MlpStep", MlpStep);
   r.Register(d, "AllFinite", AllFinite);
   r.Register(d, "CountLabels", [](KernelContext& c) {
     const Tensor& labels = c.input(0);

@@ -14,8 +14,10 @@
 #include "absl/strings/str_join.h"
 #include "ir/optimizer_update.h"
 #include "ir/status.h"
+#include "runtime/cuda/cuda_libraries.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/cuda_status.h"
+#include "runtime/cuda/kernels/mlp_step.h"
 #include "runtime/cuda/kernels/optimizer_kernels.h"
 
 namespace ottr::cuda {
@@ -267,6 +269,103 @@ absl::StatusOr<CompiledOp> CompileUpdateN(OpCompileContext& ctx, bool adam) {
   return op;
 }
 
+// ottr::MlpStep(lr, step, x, labels, p.., m.., v..) -> (loss, p'.., m'.., v'..): the whole step in
+// one cooperative launch (kernels::LaunchMlpStep). An output nobody reads goes to the workspace.
+absl::StatusOr<CompiledOp> CompileMlpStep(OpCompileContext& ctx) {
+  const int n = (ctx.num_inputs() - 4) / 3;
+  const int layers = n / 2;
+  if (ctx.num_inputs() != 4 + 3 * n || n != 2 * layers || layers < 1 || ctx.num_outputs() != 1 + 3 * n) {
+    return ctx.Error(absl::StrCat("unexpected arity: ", ctx.num_inputs(), " inputs, ", ctx.num_outputs(), " outputs"));
+  }
+  if (!ctx.libs().tf32()) {
+    return ctx.Unsupported("TF32 is off: the fused step's products are TF32 (fuse-mlp-step makes it for TF32 steps)");
+  }
+  OTTR_ASSIGN_OR_RETURN(const kernels::OptimizerScalars types, ReadScalarTypes(ctx, 0));
+  const std::vector<int64_t> xd = ctx.input_dims(2);
+  const DType label_type = ctx.input_type(3).dtype;
+  if (ctx.input_type(2).dtype != DType::kFloat32 || xd.size() != 2 ||
+      (label_type != DType::kInt64 && label_type != DType::kInt32) || ctx.input_dims(3) != std::vector<int64_t>{xd[0]}) {
+    return ctx.Error(absl::StrCat("x ", DimsString(xd), " and labels ", DimsString(ctx.input_dims(3)),
+                                  " must be float32 [B, D] and int32 / int64 [B]"));
+  }
+  kernels::MlpStepArgs templ;
+  templ.layers = layers;
+  templ.batch = xd[0];
+  templ.labels64 = label_type == DType::kInt64;
+  templ.ignore_index = ctx.node().GetInt("ignore_index", -100);
+  if (layers > ir::kMlpStepMaxLayers) return ctx.Unsupported(absl::StrCat(layers, " layers"));
+  int64_t width = xd[1];
+  std::vector<int64_t> numel(n);
+  for (int l = 0; l < layers; ++l) {
+    const std::vector<int64_t> wd = ctx.input_dims(4 + 2 * l);
+    if (wd.size() != 2 || wd[1] != width || ctx.input_dims(5 + 2 * l) != std::vector<int64_t>{wd[0]}) {
+      return ctx.Error(absl::StrCat("layer ", l, ": W ", DimsString(wd), " and b ", DimsString(ctx.input_dims(5 + 2 * l)),
+                                    " must be [out, ", width, "] and [out]"));
+    }
+    templ.layer[l].in = width;
+    templ.layer[l].out = wd[0];
+    numel[2 * l] = wd[0] * width;
+    numel[2 * l + 1] = wd[0];
+    width = wd[0];
+  }
+  for (int i = 4; i < ctx.num_inputs(); ++i) {
+    if (ctx.input_type(i).dtype != DType::kFloat32 || ir::NumElements(ctx.input_dims(i)) != numel[(i - 4) % n]) {
+      return ctx.Error(absl::StrCat("input ", i, " ", ir::DTypeName(ctx.input_type(i).dtype), DimsString(ctx.input_dims(i)),
+                                    " is not the float32 parameter or state it stands for"));
+    }
+  }
+  if (!ir::MlpStepFits(layers, templ.batch, width)) {
+    return ctx.Unsupported(absl::StrCat(layers, " layers, ", templ.batch, " rows, ", width, " classes (the kernel takes 2 to ",
+                                        ir::kMlpStepMaxLayers, " layers, at most ", ir::kMlpStepMaxRows, " rows and ",
+                                        ir::kMlpStepMaxClasses, " classes)"));
+  }
+  const int64_t own = kernels::MlpStepWorkspaceBytes(templ);
+  std::vector<int64_t> scratch(1 + 3 * n, -1);  // workspace offset standing in for an unread output
+  int64_t workspace = own;
+  for (int o = 0; o < 1 + 3 * n; ++o) {
+    if (ctx.output_needed(o)) continue;
+    scratch[o] = workspace;
+    workspace += ((o == 0 ? 1 : numel[(o - 1) % n]) * 4 + 255) / 256 * 256;
+  }
+  const kernels::AdamHyper h = AdamHyperOf(ctx.node());
+  CompiledOp op;
+  op.workspace_bytes = workspace;
+  op.counter_bytes = kernels::MlpStepCounterBytes();
+  op.launch = [=](const LaunchArgs& a) -> absl::Status {
+    NvtxRange range("MlpStep");
+    kernels::MlpStepArgs g = templ;
+    auto out = [&](int o) {
+      return static_cast<float*>(scratch[o] >= 0 ? static_cast<char*>(a.workspace) + scratch[o] : a.outputs[o]);
+    };
+    auto in = [&](int i) { return static_cast<const float*>(a.inputs[i]); };
+    g.x = in(2);
+    g.labels = a.inputs[3];
+    g.loss = out(0);
+    for (int l = 0; l < layers; ++l) {
+      kernels::MlpStepLayer& L = g.layer[l];
+      const int w = 2 * l, b = 2 * l + 1;
+      L.w = in(4 + w);
+      L.b = in(4 + b);
+      L.mw = in(4 + n + w);
+      L.mb = in(4 + n + b);
+      L.vw = in(4 + 2 * n + w);
+      L.vb = in(4 + 2 * n + b);
+      L.w_out = out(1 + w);
+      L.b_out = out(1 + b);
+      L.mw_out = out(1 + n + w);
+      L.mb_out = out(1 + n + b);
+      L.vw_out = out(1 + 2 * n + w);
+      L.vb_out = out(1 + 2 * n + b);
+    }
+    kernels::OptimizerScalars s = types;
+    s.lr = a.inputs[0];
+    s.step = a.inputs[1];
+    OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchMlpStep(g, h, s, a.workspace, a.counters, a.stream));
+    return absl::OkStatus();
+  };
+  return op;
+}
+
 // ottr::GemmAdamUpdate(lr, step, A [k, m], B [k, n], p.., m.., v..) -> (p'.., m'.., v'..): one
 // launch (kernels::LaunchGemmAdam). An output nobody reads is written to the workspace.
 absl::StatusOr<CompiledOp> CompileGemmAdamUpdate(OpCompileContext& ctx) {
@@ -499,6 +598,7 @@ void RegisterOptimizerCudaOps(CudaOpRegistry& r) {
   r.Register(ottr, "AdamUpdateN", [](OpCompileContext& c) { return CompileUpdateN(c, true); });
   r.Register(ottr, "SGDUpdateN", [](OpCompileContext& c) { return CompileUpdateN(c, false); });
   r.Register(ottr, "GemmAdamUpdate", CompileGemmAdamUpdate);
+  r.Register(ottr, "MlpStep", CompileMlpStep);
   r.Register(ottr, "AllFinite", CompileAllFinite);
   r.Register(ottr, "LossScaleUpdate", CompileLossScaleUpdate);
   r.Register(training, "Adam", [](OpCompileContext& c) { return CompileOnnxOptimizer(c, kernels::OnnxOptimizer::kAdam); });

@@ -470,6 +470,78 @@ TEST_F(CudaTrainingTest, LinearSceReluGradStepMatchesCpu) {
   }
 }
 
+// fuse-mlp-step's ottr::MlpStep (the whole step in one cooperative launch) against the same TF32
+// step without the pass on the GPU, three steps from the same state, at 128 rows (the small MLP's
+// benchmark batch) and 300 (a partial 32-row tile), every 7th label ignored: each loss and,
+// after the third step, every parameter and Adam moment within 2^-10 normwise (both steps' products
+// are TF32: the inputs rounded to 10-bit mantissas, the sums in float32 in different orders, so
+// the two differ by TF32's rounding of the operands, not by its 2^-11 per product summed: measured
+// below 1e-4 on the H100, printed). The distance of both from the float32 CPU reference of the
+// fused graph is printed. The loss must fall over the steps.
+TEST_F(CudaTrainingTest, MlpStepMatchesTheUnfusedStep) {
+  auto forward = importer::ImportModelFile(testing::SourcePath("models/mlp/model.onnx"));
+  ASSERT_TRUE(forward.ok()) << forward.status();
+  for (int64_t batch : {128, 300}) {
+    SCOPED_TRACE(batch);
+    passes::TrainingSpec spec;
+    spec.batch = batch;
+    spec.precision = passes::Precision::kTf32;
+    spec.multi_tensor_updates = true;
+    spec.fuse_epilogues = true;
+    auto fused = passes::BuildTrainingGraph(**forward, spec);
+    ASSERT_TRUE(fused.ok()) << fused.status();
+    int nodes = 0;
+    for (const ir::Node* n : (*fused)->nodes()) nodes += n->op_type() == "MlpStep";
+    ASSERT_EQ(nodes, 1) << "fuse-mlp-step should take the whole step";
+    spec.disabled_passes = {"fuse-mlp-step"};
+    auto plain = passes::BuildTrainingGraph(**forward, spec);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    cuda::CudaExecutorOptions o;
+    o.tf32 = true;
+    auto a = cuda::CudaExecutor::Create(**fused, o);
+    auto b = cuda::CudaExecutor::Create(**plain, o);
+    auto c = runtime::cpu::CpuExecutor::Create(**fused);
+    ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+    std::vector<double> losses;
+    for (int step = 0; step < 3; ++step) {
+      runtime::TensorMap feeds;
+      feeds["x"] = testing::RandomFloat({batch, 784}, 60, -1.0f, 1.0f);  // one batch: the loss must fall
+      ir::Tensor labels = testing::RandomInt64({batch}, 70, 0, 9);
+      for (int64_t i = 0; i < batch; i += 7) labels.data<int64_t>()[i] = -100;
+      feeds[passes::kLabelsInput] = labels;
+      feeds[passes::kLrInput] = ir::Tensor::Scalar<float>(1e-3f);
+      auto ra = (*a)->Run(feeds);
+      auto rb = (*b)->Run(feeds);
+      auto rc = (*c)->Run(feeds);
+      ASSERT_TRUE(ra.ok() && rb.ok() && rc.ok());
+      const double la = (*ra)[0].GetAsDouble(0), lb = (*rb)[0].GetAsDouble(0), lc = (*rc)[0].GetAsDouble(0);
+      std::printf("  batch %lld step %d loss fused %.7f unfused %.7f cpu %.7f\n", static_cast<long long>(batch), step,
+                  la, lb, lc);
+      EXPECT_LE(std::abs(la - lb), std::ldexp(1.0, -10) * std::abs(lb)) << "step " << step;
+      losses.push_back(la);
+    }
+    EXPECT_LT(losses[2], losses[0]);
+    for (const ir::StateUpdate& u : (*fused)->updates()) {
+      const std::string& name = u.target->name();
+      const ir::Tensor* ta = (*a)->State(name);
+      ASSERT_NE(ta, nullptr) << name;
+      const ir::Tensor got = *ta;
+      const ir::Tensor* tb = (*b)->State(name);
+      ASSERT_NE(tb, nullptr) << name;
+      const ir::Tensor* tc = (*c)->State(name);
+      ASSERT_NE(tc, nullptr) << name;
+      if (got.dtype() != ir::DType::kFloat32) {
+        EXPECT_TRUE(got.BitwiseEquals(*tb)) << name;  // the step counter
+        continue;
+      }
+      const double pass = testing::NormwiseRelativeError(got, *tb);
+      const double ref = testing::NormwiseRelativeError(got, *tc);
+      std::printf("  %-22s normwise fused vs unfused %.3g, vs cpu %.3g\n", name.c_str(), pass, ref);
+      EXPECT_LE(pass, std::ldexp(1.0, -10)) << name;
+    }
+  }
+}
+
 TEST_F(CudaTrainingTest, GraphReplayEqualsEagerLaunches) {
   Step s = MakeStep("models/mlp/model.onnx", 64, {784}, 3);
   cuda::CudaExecutorOptions graph_opt, eager_opt;

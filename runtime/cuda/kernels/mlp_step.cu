@@ -1,0 +1,553 @@
+// ottr::MlpStep's kernel (mlp_step.h): one training step of a ReLU MLP with softmax cross-entropy
+// and Adam in one cooperative launch, for small batches where the step's separate launches are
+// each mostly latency (the small MLP at batch 128 took 14 launches and ~49 µs on the H100 with
+// every other fusion; bench/RESULTS.md 2026-12-06 (3)).
+//
+// Grid: one 512-thread block per SM (a cooperative launch, so every block is resident and the
+// blocks can wait for each other). The step is a sequence of phases separated by grid-wide waits:
+//   forward l = 0 .. L-2:  Y_l = relu(Y_{l-1}·W_lᵀ + b_l)                    (Y_{-1} = x)
+//   head:                  logits = Y_{L-2}·W_{L-1}ᵀ + b_{L-1}, softmax cross-entropy, dlogits
+//                          G_{L-1}, and G_{L-2} = (G_{L-1}·W_{L-1}) ⊙ [Y_{L-2} > 0]
+//   backward l = L-2 .. 1: G_{l-1} = (G_l·W_l) ⊙ [Y_{l-1} > 0], and beside it the weight and bias
+//                          gradients of layer l+1 with its Adam update (W_{l+1} is not read again)
+//   last:                  the gradients and updates of layers 1 and 0
+// Activations and data gradients live in the workspace (L2-resident at these sizes); weight and
+// bias gradients are never stored: the thread that sums one applies Adam to its element.
+//
+// Every product is a set of 32 x 16 output tiles. A tile is summed by `split` warps, each over
+// its share of the k8 steps, on TF32 mma.sync (m16n8k8) with its fragments loaded straight from
+// global memory (ld.global.cg: the operands were written by other blocks of this launch), four k8
+// steps of loads in flight at a time; the warps' partial tiles meet in shared memory and one
+// thread per output element adds them in warp order and applies the phase's epilogue. A weight
+// gradient G_lᵀ·[Y_{l-1} | 1] carries a column of ones: its last column is the bias gradient
+// (summed on the same TF32 products, as the TF32 BGRAD epilogues do). `split` is chosen per phase
+// to give every warp of the grid a tile where there are enough (deterministic: the grid size, the
+// shapes). The head's dlogits follow SoftmaxCrossEntropyWithGrad's arithmetic (sce_math.cuh);
+// the loss is each head block's rows summed in double, the blocks' sums added in block order.
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "runtime/cuda/kernels/mlp_step.h"
+#include "runtime/cuda/kernels/mma_tf32.cuh"
+#include "runtime/cuda/kernels/norm_common.cuh"
+#include "runtime/cuda/kernels/optimizer_elem.cuh"
+#include "runtime/cuda/kernels/sce_math.cuh"
+
+namespace ottr::cuda::kernels {
+namespace {
+
+constexpr int kMaxLayers = ir::kMlpStepMaxLayers;
+constexpr int kWarps = 16;
+constexpr int kThreads = kWarps * 32;
+constexpr int kTm = 32, kTn = 16, kTile = kTm * kTn;  // a tile: two m16 by two n8 MMA tiles
+constexpr int kChunk = 4;                             // k8 steps whose loads are in flight together
+constexpr int kClasses = static_cast<int>(ir::kMlpStepMaxClasses);
+constexpr int kEpi = kWarps * kTile;                  // epilogue inputs per array: one per output of a round
+constexpr int kSmemBytes = 3 * kEpi * 4;              // dynamic: the three arrays
+static_assert(kTile == kThreads, "one output element per thread and slot");
+static_assert(kClasses == kTn, "the head's logits are one tile wide");
+
+struct Sync {
+  unsigned arrive;  // blocks arrived at the grid's waits so far (gridDim.x per wait)
+  unsigned done;    // blocks finished
+};
+
+// Element (i, j) of a matrix = p[i·s0 + j·s1] for i < rows, j < cols; with `ones` the column
+// j = cols reads 1 (the bias column of a weight gradient); 0 elsewhere outside.
+struct View {
+  const float* p;
+  int64_t s0, s1, rows, cols;
+  bool ones;
+};
+
+enum Kind { kForward, kDataGrad, kWeightGrad, kHead };
+
+// One product: out[m, n] = Σ_k A(m, k)·B(k, n) over m < m_count, n < n_count, then the kind's
+// epilogue for layer `layer`.
+struct Task {
+  View a, b;
+  int64_t m_count, n_count, k8, tiles_n, items;
+  Kind kind;
+  int layer;
+};
+
+struct Buffers {
+  float* act[kMaxLayers];   // Y_l [batch, out_l], l < L-1
+  float* grad[kMaxLayers];  // G_l [batch, out_l] (G_{L-1}: dlogits)
+  double* loss_part;        // two per head block: its rows' loss, its rows counted
+};
+
+__device__ Task MakeTask(Kind kind, int layer, View a, View b, int64_t m_count, int64_t n_count, int64_t k) {
+  Task t{a, b, m_count, n_count, (k + 7) / 8, (n_count + kTn - 1) / kTn, 0, kind, layer};
+  t.items = (m_count + kTm - 1) / kTm * t.tiles_n;
+  return t;
+}
+
+// Y_l = relu(Y_{l-1}·W_lᵀ + b_l): A = Y_{l-1} [batch, in], B(k, n) = W_l[n, k].
+__device__ Task ForwardTask(const MlpStepArgs& a, const Buffers& bf, int l) {
+  const MlpStepLayer& L = a.layer[l];
+  const float* in = l == 0 ? a.x : bf.act[l - 1];
+  return MakeTask(kForward, l, View{in, L.in, 1, a.batch, L.in, false}, View{L.w, 1, L.in, L.in, L.out, false},
+                  a.batch, L.out, L.in);
+}
+
+// G_{l-1} = (G_l·W_l) ⊙ [Y_{l-1} > 0]: A = G_l [batch, out], B = W_l [out, in].
+__device__ Task DataGradTask(const MlpStepArgs& a, const Buffers& bf, int l) {
+  const MlpStepLayer& L = a.layer[l];
+  return MakeTask(kDataGrad, l, View{bf.grad[l], L.out, 1, a.batch, L.out, false},
+                  View{L.w, L.in, 1, L.out, L.in, false}, a.batch, L.in, L.out);
+}
+
+// [dW_l | db_l] = G_lᵀ·[Y_{l-1} | 1]: A(m, k) = G_l[k, m], B = Y_{l-1} [batch, in] and ones.
+__device__ Task WeightGradTask(const MlpStepArgs& a, const Buffers& bf, int l) {
+  const MlpStepLayer& L = a.layer[l];
+  const float* in = l == 0 ? a.x : bf.act[l - 1];
+  return MakeTask(kWeightGrad, l, View{bf.grad[l], 1, L.out, L.out, a.batch, false},
+                  View{in, L.in, 1, a.batch, L.in, true}, L.out, L.in + 1, a.batch);
+}
+
+// Warps per tile: the most (up to 16) that still give every tile its warps at once, and each
+// warp two k8 steps at least.
+__device__ int ChooseSplit(int64_t items, int64_t k8) {
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
+  int s = kWarps;
+  while (s > 1 && (items * s > warps || (k8 + s - 1) / s < 2)) s >>= 1;
+  return s;
+}
+
+// acc += this warp's share (k8 steps [s_begin, s_end)) of a tile at (m0, n0). Each lane reads
+// four rows of A (g, g + 8 of both m16 tiles) and two columns of B (g of both n8 tiles) at k = t,
+// t + 4 of every step: base pointers per row / column, k bounds checked per load.
+__device__ __forceinline__ void WarpTile(const View& A, const View& B, int64_t m0, int64_t n0, int64_t s_begin,
+                                         int64_t s_end, float (&acc)[2][2][4]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const float* pa[4];
+  bool va[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t m = m0 + (i >> 1) * 16 + (i & 1) * 8 + g;  // i: (m16 tile, +8)
+    va[i] = m < A.rows;
+    pa[i] = A.p + (va[i] ? m : 0) * A.s0;
+  }
+  const float* pb[2];
+  bool vb[2], ob[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int64_t n = n0 + i * 8 + g;
+    vb[i] = n < B.cols;
+    ob[i] = B.ones && n == B.cols;
+    pb[i] = B.p + (vb[i] ? n : 0) * B.s1;
+  }
+  const int64_t ka = A.cols, kb = B.rows;
+  for (int64_t s0 = s_begin; s0 < s_end; s0 += kChunk) {
+    float av[kChunk][4][2], bv[kChunk][2][2];
+#pragma unroll
+    for (int c = 0; c < kChunk; ++c) {
+      const bool live = s0 + c < s_end;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t k = (s0 + c) * 8 + t + 4 * h;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) av[c][i][h] = live && va[i] && k < ka ? __ldcg(pa[i] + k * A.s1) : 0.0f;
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const bool in = live && k < kb;
+          bv[c][i][h] = in && vb[i] ? __ldcg(pb[i] + k * B.s0) : (in && ob[i] ? 1.0f : 0.0f);
+        }
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < kChunk; ++c) {
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        // a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4).
+        const uint32_t a0 = ToTf32(av[c][2 * mt][0]), a1 = ToTf32(av[c][2 * mt + 1][0]);
+        const uint32_t a2 = ToTf32(av[c][2 * mt][1]), a3 = ToTf32(av[c][2 * mt + 1][1]);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) MmaTf32(acc[mt][nt], a0, a1, a2, a3, ToTf32(bv[c][nt][0]), ToTf32(bv[c][nt][1]));
+      }
+    }
+  }
+}
+
+// The warp's tile into red[warp][row·16 + col].
+__device__ __forceinline__ void StoreTile(float* red, const float (&acc)[2][2][4]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  float* r = red + (threadIdx.x >> 5) * kTile;
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      const int row = mt * 16 + g, col = nt * 8 + 2 * t;
+      *reinterpret_cast<float2*>(r + row * kTn + col) = make_float2(acc[mt][nt][0], acc[mt][nt][1]);
+      *reinterpret_cast<float2*>(r + (row + 8) * kTn + col) = make_float2(acc[mt][nt][2], acc[mt][nt][3]);
+    }
+  }
+}
+
+__device__ void GridWait(Sync* sync, unsigned& target) {
+  __syncthreads();
+  target += gridDim.x;
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(&sync->arrive, 1u);
+    // Every block is resident (a cooperative launch), so the wait ends. Plain (volatile) reads
+    // while waiting: atomics of every block on one word queue behind each other at its L2 slice.
+    while (*reinterpret_cast<volatile unsigned*>(&sync->arrive) < target) __nanosleep(32);
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+struct Ctx {
+  const MlpStepArgs& a;
+  const Buffers& bf;
+  const opt::AdamElem<float>& adam;
+};
+
+__device__ __forceinline__ void CopyAsync4(float* dst, const float* src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
+}
+
+// What an output element's epilogue reads besides the sum, copied into e0..e2 (shared memory) by
+// cp.async while the product's loads are in flight: no registers held, one round trip for both.
+__device__ __forceinline__ void PrefetchEpilogue(const Ctx& c, const Task& t, int64_t m, int64_t n, float* e0, float* e1,
+                                                 float* e2) {
+  const MlpStepLayer& L = c.a.layer[t.layer];
+  switch (t.kind) {
+    case kForward:
+      CopyAsync4(e0, L.b + n);
+      break;
+    case kDataGrad:
+      CopyAsync4(e0, c.bf.act[t.layer - 1] + m * L.in + n);
+      break;
+    case kWeightGrad:
+      if (n < L.in) {
+        const int64_t i = m * L.in + n;
+        CopyAsync4(e0, L.w + i);
+        CopyAsync4(e1, L.mw + i);
+        CopyAsync4(e2, L.vw + i);
+      } else {
+        CopyAsync4(e0, L.b + m);
+        CopyAsync4(e1, L.mb + m);
+        CopyAsync4(e2, L.vb + m);
+      }
+      break;
+    case kHead:
+      break;
+  }
+}
+
+__device__ __forceinline__ void Epilogue(const Ctx& c, const Task& t, int64_t m, int64_t n, float v, float e0, float e1,
+                                         float e2) {
+  const MlpStepLayer& L = c.a.layer[t.layer];
+  switch (t.kind) {
+    case kForward: {
+      const float z = v + e0;
+      c.bf.act[t.layer][m * L.out + n] = z > 0.0f ? z : 0.0f;
+      break;
+    }
+    case kDataGrad:
+      c.bf.grad[t.layer - 1][m * L.in + n] = e0 > 0.0f ? v : 0.0f;
+      break;
+    case kWeightGrad: {
+      float x = e0;
+      float st[2] = {e1, e2};
+      c.adam.Apply(x, v, st, true);
+      if (n < L.in) {
+        const int64_t i = m * L.in + n;
+        L.w_out[i] = x;
+        L.mw_out[i] = st[0];
+        L.vw_out[i] = st[1];
+      } else {
+        L.b_out[m] = x;
+        L.mb_out[m] = st[0];
+        L.vb_out[m] = st[1];
+      }
+      break;
+    }
+    case kHead:
+      break;
+  }
+}
+
+// The tiles of up to two tasks over the grid, `split` warps a tile.
+__device__ void RunPhase(const Ctx& c, const Task* tasks, int count, float* red, float* epi) {
+  int64_t total = 0, k8 = 0;
+  for (int i = 0; i < count; ++i) {
+    total += tasks[i].items;
+    k8 = max(k8, tasks[i].k8);
+  }
+  const int split = ChooseSplit(total, k8);
+  const int slots = kWarps / split;  // tiles a block sums at once
+  const int warp = threadIdx.x >> 5;
+  const int64_t per_round = static_cast<int64_t>(gridDim.x) * slots;
+  const int64_t rounds = (total + per_round - 1) / per_round;
+  for (int64_t r = 0; r < rounds; ++r) {
+    const int64_t base = r * per_round + static_cast<int64_t>(blockIdx.x) * slots;
+    // This thread's element of each slot's tile: everything its epilogues read is requested
+    // before the product's loads (one round trip for both), the slots' sums (warp order) and
+    // writes after.
+    const auto locate = [&](int q, int* ti, int64_t* m, int64_t* n) {
+      const int64_t item = base + q;
+      if (q >= slots || item >= total) return false;
+      *ti = item < tasks[0].items ? 0 : 1;
+      const Task& t = tasks[*ti];
+      const int64_t tile = item - (*ti == 0 ? 0 : tasks[0].items);
+      *m = tile / t.tiles_n * kTm + threadIdx.x / kTn;
+      *n = tile % t.tiles_n * kTn + threadIdx.x % kTn;
+      return *m < t.m_count && *n < t.n_count;
+    };
+    for (int q = 0; q < slots; ++q) {
+      int ti;
+      int64_t m, n;
+      const int e = q * kTile + threadIdx.x;
+      if (locate(q, &ti, &m, &n)) PrefetchEpilogue(c, tasks[ti], m, n, epi + e, epi + kEpi + e, epi + 2 * kEpi + e);
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+    {
+      const int64_t item = base + warp / split;
+      float acc[2][2][4] = {};
+      if (item < total) {
+        const int ti = item < tasks[0].items ? 0 : 1;
+        const Task& t = tasks[ti];
+        const int64_t tile = item - (ti == 0 ? 0 : tasks[0].items);
+        const int64_t m0 = tile / t.tiles_n * kTm, n0 = tile % t.tiles_n * kTn;
+        const int part = warp % split;
+        WarpTile(t.a, t.b, m0, n0, t.k8 * part / split, t.k8 * (part + 1) / split, acc);
+      }
+      StoreTile(red, acc);
+    }
+    asm volatile("cp.async.wait_all;\n" ::: "memory");  // this thread's own copies: no barrier needed for them
+    __syncthreads();
+    for (int q = 0; q < slots; ++q) {
+      int ti;
+      int64_t m, n;
+      if (!locate(q, &ti, &m, &n)) continue;
+      float v = 0.0f;
+      for (int s = 0; s < split; ++s) v += red[(q * split + s) * kTile + threadIdx.x];
+      const int e = q * kTile + threadIdx.x;
+      Epilogue(c, tasks[ti], m, n, v, epi[e], epi[kEpi + e], epi[2 * kEpi + e]);
+    }
+    __syncthreads();  // red is rewritten by the next round
+  }
+}
+
+// The head: logits, the loss and dlogits of 32 rows per block, then G_{L-2} of those rows.
+__device__ void RunHead(const Ctx& c, float* red, float* zs, double* s_loss, int* s_count) {
+  const MlpStepArgs& a = c.a;
+  const int h = a.layers - 1;
+  const MlpStepLayer& L = a.layer[h];
+  const int64_t classes = L.out, width = L.in;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t items = (a.batch + kTm - 1) / kTm;
+  if (static_cast<int64_t>(blockIdx.x) >= items) return;
+  // The rows whose label counts (the mean's divisor), as CountLabels counts them.
+  {
+    int n = 0;
+    for (int64_t i = threadIdx.x; i < a.batch; i += kThreads) n += nl::LoadLabel(a.labels, a.labels64, i) != a.ignore_index;
+    n = nl::WarpSum(n);
+    if (lane == 0) s_count[warp] = n;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int all = 0;
+      for (int w = 0; w < kWarps; ++w) all += s_count[w];
+      s_count[kWarps] = all;
+    }
+    __syncthreads();
+  }
+  const double scale = 1.0 / static_cast<double>(s_count[kWarps]);  // dloss = 1
+  const float* y = a.batch > 0 ? c.bf.act[h - 1] : nullptr;
+  const View A{y, width, 1, a.batch, width, false};
+  const View B{L.w, 1, width, width, classes, false};
+  const int64_t k8 = (width + 7) / 8;
+  for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+    const int64_t r0 = item * kTm;
+    {
+      float acc[2][2][4] = {};
+      WarpTile(A, B, r0, 0, k8 * warp / kWarps, k8 * (warp + 1) / kWarps, acc);
+      StoreTile(red, acc);
+    }
+    __syncthreads();
+    // Softmax cross-entropy: a half-warp per row (lane j: class j), two rows per warp.
+    const int half = lane >> 4, j = lane & 15;
+    const int rr = 2 * warp + half;
+    const int64_t row = r0 + rr;
+    const bool valid = row < a.batch;
+    const bool in = j < classes;
+    float v = 0.0f;
+    for (int w = 0; w < kWarps; ++w) v += red[w * kTile + rr * kTn + j];
+    if (in) v += __ldcg(L.b + j);
+    const int64_t label = valid ? nl::LoadLabel(a.labels, a.labels64, row) : a.ignore_index;
+    const float mx = nl::WarpMax<16>(in ? v : -std::numeric_limits<float>::infinity());
+    const double se = nl::WarpSum<16>(in ? static_cast<double>(sce::ExpC(v - mx)) : 0.0);
+    const double lse = static_cast<double>(mx) + log(se);
+    const double l = static_cast<double>(static_cast<float>(static_cast<double>(v) - lse));
+    float dz = 0.0f;
+    if (valid && in) dz = sce::SceGradAt<float, float>(l, j, label, classes, a.ignore_index, 0.0, scale);
+    const double lpy = nl::WarpSum<16>(in && j == label ? l : 0.0);
+    double row_loss = 0.0, row_count = 0.0;
+    if (valid && label != a.ignore_index) {
+      row_loss = (label < 0 || label >= classes) ? sce::NaN() : -lpy;
+      row_count = 1.0;
+    }
+    zs[rr * kTn + j] = dz;
+    if (valid && in) c.bf.grad[h][row * classes + j] = dz;
+    // Rows in order: lane 0 holds row 2·warp, lane 16 row 2·warp + 1.
+    const double other_loss = __shfl_down_sync(0xffffffffu, row_loss, 16);
+    const double other_count = __shfl_down_sync(0xffffffffu, row_count, 16);
+    if (lane == 0) {
+      s_loss[2 * warp] = row_loss + other_loss;
+      s_loss[2 * warp + 1] = row_count + other_count;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      double l_sum = 0.0, n_sum = 0.0;
+      for (int w = 0; w < kWarps; ++w) {
+        l_sum += s_loss[2 * w];
+        n_sum += s_loss[2 * w + 1];
+      }
+      c.bf.loss_part[2 * item] = l_sum;
+      c.bf.loss_part[2 * item + 1] = n_sum;
+    }
+    // G_{L-2}[row, col] = Σ_j dlogits[row, j]·W[j, col] (float32, j in order), masked by Y > 0.
+    float* gout = c.bf.grad[h - 1];
+    for (int64_t col = threadIdx.x; col < width; col += kThreads) {
+      float wc[kClasses];
+#pragma unroll
+      for (int jj = 0; jj < kClasses; ++jj) wc[jj] = jj < classes ? __ldcg(L.w + jj * width + col) : 0.0f;
+      // Y's mask of all 32 rows requested at once (one round trip), then the sums and writes.
+      float yv[kTm];
+#pragma unroll
+      for (int r = 0; r < kTm; ++r) yv[r] = r0 + r < a.batch ? __ldcg(y + (r0 + r) * width + col) : 0.0f;
+#pragma unroll
+      for (int r = 0; r < kTm; ++r) {
+        if (r0 + r >= a.batch) break;
+        float s = 0.0f;
+#pragma unroll
+        for (int jj = 0; jj < kClasses; ++jj) s = fmaf(zs[r * kTn + jj], wc[jj], s);
+        gout[(r0 + r) * width + col] = yv[r] > 0.0f ? s : 0.0f;
+      }
+    }
+    __syncthreads();  // red and zs are rewritten by the next item
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 1)
+    MlpStepKernel(MlpStepArgs a, Buffers bf, opt::AdamElem<float> adam, OptimizerScalars s, Sync* sync) {
+  __shared__ __align__(16) float red[kWarps * kTile];
+  extern __shared__ __align__(16) float epi[];  // [3][kEpi]
+  __shared__ float zs[kTm * kTn];
+  __shared__ double s_loss[2 * kWarps];
+  __shared__ int s_count[kWarps + 1];
+  adam.Prepare(s);
+  const Ctx c{a, bf, adam};
+  unsigned target = 0;
+  const int layers = a.layers;
+  for (int l = 0; l + 1 < layers; ++l) {
+    const Task t = ForwardTask(a, bf, l);
+    RunPhase(c, &t, 1, red, epi);
+    GridWait(sync, target);
+  }
+  RunHead(c, red, zs, s_loss, s_count);
+  GridWait(sync, target);
+  if (blockIdx.x == 0 && threadIdx.x < 32) {
+    // The loss: the head blocks' sums in block order.
+    const int64_t items = (a.batch + kTm - 1) / kTm;
+    double l_sum = 0.0, n_sum = 0.0;
+    if (threadIdx.x == 0) {
+      for (int64_t i = 0; i < items; ++i) {
+        l_sum += __ldcg(bf.loss_part + 2 * i);
+        n_sum += __ldcg(bf.loss_part + 2 * i + 1);
+      }
+      *a.loss = static_cast<float>(l_sum / n_sum);
+    }
+  }
+  for (int l = layers - 2; l >= 1; --l) {
+    const Task t[2] = {DataGradTask(a, bf, l), WeightGradTask(a, bf, l + 1)};
+    RunPhase(c, t, 2, red, epi);
+    GridWait(sync, target);
+  }
+  {
+    const Task t[2] = {WeightGradTask(a, bf, 1), WeightGradTask(a, bf, 0)};
+    RunPhase(c, t, 2, red, epi);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(&sync->done, 1u) == gridDim.x - 1) {
+      // Every other block passed its last wait on `arrive` before it counted itself done.
+      sync->arrive = 0;
+      sync->done = 0;
+    }
+  }
+}
+
+int64_t Align256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// The workspace's layout; with base == nullptr only its size.
+int64_t Layout(const MlpStepArgs& a, char* base, Buffers* bf) {
+  int64_t off = 0;
+  for (int l = 0; l < a.layers; ++l) {
+    const int64_t bytes = Align256(a.batch * a.layer[l].out * 4);
+    if (l + 1 < a.layers) {
+      if (bf) bf->act[l] = reinterpret_cast<float*>(base + off);
+      off += bytes;
+    }
+    if (bf) bf->grad[l] = reinterpret_cast<float*>(base + off);
+    off += bytes;
+  }
+  if (bf) bf->loss_part = reinterpret_cast<double*>(base + off);
+  off += Align256((a.batch + kTm - 1) / kTm * 2 * 8);
+  return off;
+}
+
+int Grid() {
+  static const int grid = [] {
+    int per_sm = 0;
+    if (cudaFuncSetAttribute(MlpStepKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, MlpStepKernel, kThreads, kSmemBytes) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return per_sm >= 1 ? nl::SmCount() : 0;
+  }();
+  return grid;
+}
+
+}  // namespace
+
+int64_t MlpStepWorkspaceBytes(const MlpStepArgs& a) { return Layout(a, nullptr, nullptr); }
+
+int64_t MlpStepCounterBytes() { return sizeof(Sync); }
+
+cudaError_t LaunchMlpStep(const MlpStepArgs& a, const AdamHyper& h, const OptimizerScalars& s, void* workspace,
+                          void* counters, cudaStream_t stream) {
+  if (!ir::MlpStepFits(a.layers, a.batch, a.layer[a.layers > 0 ? a.layers - 1 : 0].out) || workspace == nullptr ||
+      counters == nullptr || a.x == nullptr || a.labels == nullptr || a.loss == nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  for (int l = 0; l < a.layers; ++l) {
+    const MlpStepLayer& L = a.layer[l];
+    if (L.in < 1 || L.out < 1 || (l > 0 && L.in != a.layer[l - 1].out)) return cudaErrorInvalidValue;
+  }
+  const int grid = Grid();
+  if (grid < 1) return cudaErrorLaunchOutOfResources;
+  Buffers bf{};
+  Layout(a, static_cast<char*>(workspace), &bf);
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(grid));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = kSmemBytes;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeCooperative;
+  attr.val.cooperative = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, MlpStepKernel, a, bf, opt::MakeAdam<float>(h), s, static_cast<Sync*>(counters));
+}
+
+}  // namespace ottr::cuda::kernels
