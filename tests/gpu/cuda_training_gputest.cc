@@ -471,13 +471,14 @@ TEST_F(CudaTrainingTest, LinearSceReluGradStepMatchesCpu) {
 }
 
 // fuse-mlp-step's ottr::MlpStep (the whole step in one cooperative launch) against the same TF32
-// step without the pass on the GPU, three steps from the same state, at 128 rows (the small MLP's
-// benchmark batch) and 300 (a partial 32-row tile), every 7th label ignored: each loss and,
-// after the third step, every parameter and Adam moment within 2^-10 normwise (both steps' products
-// are TF32: the inputs rounded to 10-bit mantissas, the sums in float32 in different orders, so
-// the two differ by TF32's rounding of the operands, not by its 2^-11 per product summed: measured
-// below 1e-4 on the H100, printed). The distance of both from the float32 CPU reference of the
-// fused graph is printed. The loss must fall over the steps.
+// step without the pass on the GPU (cuBLASLt's TF32 GEMMs) and the float32 CPU reference, three
+// steps from the same state, at 128 rows (the small MLP's benchmark batch) and 300 (a partial
+// 32-row tile), every 7th label ignored. Both GPU steps round the GEMM operands to TF32 (10-bit
+// mantissas), and Adam's m / sqrt(v) turns the small gradients' rounding into whole-lr steps, so
+// after three steps both are a few percent from the float32 reference in the moments (printed).
+// The fused step must be no further from the reference than the library's TF32 step, within a
+// factor 2 (two independent roundings of the same size) plus 2^-12; each loss within 2^-10 of the
+// unfused step's, and the loss must fall. A wrong index or a lost term is off by O(1).
 TEST_F(CudaTrainingTest, MlpStepMatchesTheUnfusedStep) {
   auto forward = importer::ImportModelFile(testing::SourcePath("models/mlp/model.onnx"));
   ASSERT_TRUE(forward.ok()) << forward.status();
@@ -535,9 +536,11 @@ TEST_F(CudaTrainingTest, MlpStepMatchesTheUnfusedStep) {
         continue;
       }
       const double pass = testing::NormwiseRelativeError(got, *tb);
-      const double ref = testing::NormwiseRelativeError(got, *tc);
-      std::printf("  %-22s normwise fused vs unfused %.3g, vs cpu %.3g\n", name.c_str(), pass, ref);
-      EXPECT_LE(pass, std::ldexp(1.0, -10)) << name;
+      const double fused = testing::NormwiseRelativeError(got, *tc);
+      const double lib = testing::NormwiseRelativeError(*tb, *tc);
+      std::printf("  %-22s normwise from the cpu: fused %.3g, unfused %.3g; fused vs unfused %.3g\n", name.c_str(),
+                  fused, lib, pass);
+      EXPECT_LE(fused, 2.0 * lib + std::ldexp(1.0, -12)) << name;
     }
   }
 }

@@ -55,9 +55,11 @@ struct Sync {
 
 // Element (i, j) of a matrix = p[i·s0 + j·s1] for i < rows, j < cols; with `ones` the column
 // j = cols reads 1 (the bias column of a weight gradient); 0 elsewhere outside.
+// Indices are 32-bit (LaunchMlpStep checks that every matrix has fewer than 2^31 elements): the
+// kernel's registers are its limit (512 threads: 128 a thread).
 struct View {
   const float* p;
-  int64_t s0, s1, rows, cols;
+  int s0, s1, rows, cols;
   bool ones;
 };
 
@@ -67,7 +69,7 @@ enum Kind { kForward, kDataGrad, kWeightGrad, kHead };
 // epilogue for layer `layer`.
 struct Task {
   View a, b;
-  int64_t m_count, n_count, k8, tiles_n, items;
+  int m_count, n_count, k8, tiles_n, items;
   Kind kind;
   int layer;
 };
@@ -78,7 +80,7 @@ struct Buffers {
   double* loss_part;        // two per head block: its rows' loss, its rows counted
 };
 
-__device__ Task MakeTask(Kind kind, int layer, View a, View b, int64_t m_count, int64_t n_count, int64_t k) {
+__device__ Task MakeTask(Kind kind, int layer, View a, View b, int m_count, int n_count, int k) {
   Task t{a, b, m_count, n_count, (k + 7) / 8, (n_count + kTn - 1) / kTn, 0, kind, layer};
   t.items = (m_count + kTm - 1) / kTm * t.tiles_n;
   return t;
@@ -88,29 +90,29 @@ __device__ Task MakeTask(Kind kind, int layer, View a, View b, int64_t m_count, 
 __device__ Task ForwardTask(const MlpStepArgs& a, const Buffers& bf, int l) {
   const MlpStepLayer& L = a.layer[l];
   const float* in = l == 0 ? a.x : bf.act[l - 1];
-  return MakeTask(kForward, l, View{in, L.in, 1, a.batch, L.in, false}, View{L.w, 1, L.in, L.in, L.out, false},
-                  a.batch, L.out, L.in);
+  const int b = static_cast<int>(a.batch), ni = static_cast<int>(L.in), no = static_cast<int>(L.out);
+  return MakeTask(kForward, l, View{in, ni, 1, b, ni, false}, View{L.w, 1, ni, ni, no, false}, b, no, ni);
 }
 
 // G_{l-1} = (G_l·W_l) ⊙ [Y_{l-1} > 0]: A = G_l [batch, out], B = W_l [out, in].
 __device__ Task DataGradTask(const MlpStepArgs& a, const Buffers& bf, int l) {
   const MlpStepLayer& L = a.layer[l];
-  return MakeTask(kDataGrad, l, View{bf.grad[l], L.out, 1, a.batch, L.out, false},
-                  View{L.w, L.in, 1, L.out, L.in, false}, a.batch, L.in, L.out);
+  const int b = static_cast<int>(a.batch), ni = static_cast<int>(L.in), no = static_cast<int>(L.out);
+  return MakeTask(kDataGrad, l, View{bf.grad[l], no, 1, b, no, false}, View{L.w, ni, 1, no, ni, false}, b, ni, no);
 }
 
 // [dW_l | db_l] = G_lᵀ·[Y_{l-1} | 1]: A(m, k) = G_l[k, m], B = Y_{l-1} [batch, in] and ones.
 __device__ Task WeightGradTask(const MlpStepArgs& a, const Buffers& bf, int l) {
   const MlpStepLayer& L = a.layer[l];
   const float* in = l == 0 ? a.x : bf.act[l - 1];
-  return MakeTask(kWeightGrad, l, View{bf.grad[l], 1, L.out, L.out, a.batch, false},
-                  View{in, L.in, 1, a.batch, L.in, true}, L.out, L.in + 1, a.batch);
+  const int b = static_cast<int>(a.batch), ni = static_cast<int>(L.in), no = static_cast<int>(L.out);
+  return MakeTask(kWeightGrad, l, View{bf.grad[l], 1, no, no, b, false}, View{in, ni, 1, b, ni, true}, no, ni + 1, b);
 }
 
 // Warps per tile: the most (up to 16) that still give every tile its warps at once, and each
 // warp two k8 steps at least.
-__device__ int ChooseSplit(int64_t items, int64_t k8) {
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
+__device__ int ChooseSplit(int items, int k8) {
+  const int warps = gridDim.x * kWarps;
   int s = kWarps;
   while (s > 1 && (items * s > warps || (k8 + s - 1) / s < 2)) s >>= 1;
   return s;
@@ -119,14 +121,14 @@ __device__ int ChooseSplit(int64_t items, int64_t k8) {
 // acc += this warp's share (k8 steps [s_begin, s_end)) of a tile at (m0, n0). Each lane reads
 // four rows of A (g, g + 8 of both m16 tiles) and two columns of B (g of both n8 tiles) at k = t,
 // t + 4 of every step: base pointers per row / column, k bounds checked per load.
-__device__ __forceinline__ void WarpTile(const View& A, const View& B, int64_t m0, int64_t n0, int64_t s_begin,
-                                         int64_t s_end, float (&acc)[2][2][4]) {
+__device__ __forceinline__ void WarpTile(const View& A, const View& B, int m0, int n0, int s_begin, int s_end,
+                                         float (&acc)[2][2][4]) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const float* pa[4];
   bool va[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const int64_t m = m0 + (i >> 1) * 16 + (i & 1) * 8 + g;  // i: (m16 tile, +8)
+    const int m = m0 + (i >> 1) * 16 + (i & 1) * 8 + g;  // i: (m16 tile, +8)
     va[i] = m < A.rows;
     pa[i] = A.p + (va[i] ? m : 0) * A.s0;
   }
@@ -134,20 +136,20 @@ __device__ __forceinline__ void WarpTile(const View& A, const View& B, int64_t m
   bool vb[2], ob[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    const int64_t n = n0 + i * 8 + g;
+    const int n = n0 + i * 8 + g;
     vb[i] = n < B.cols;
     ob[i] = B.ones && n == B.cols;
     pb[i] = B.p + (vb[i] ? n : 0) * B.s1;
   }
-  const int64_t ka = A.cols, kb = B.rows;
-  for (int64_t s0 = s_begin; s0 < s_end; s0 += kChunk) {
+  const int ka = A.cols, kb = B.rows;
+  for (int s0 = s_begin; s0 < s_end; s0 += kChunk) {
     float av[kChunk][4][2], bv[kChunk][2][2];
 #pragma unroll
     for (int c = 0; c < kChunk; ++c) {
       const bool live = s0 + c < s_end;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int64_t k = (s0 + c) * 8 + t + 4 * h;
+        const int k = (s0 + c) * 8 + t + 4 * h;
 #pragma unroll
         for (int i = 0; i < 4; ++i) av[c][i][h] = live && va[i] && k < ka ? __ldcg(pa[i] + k * A.s1) : 0.0f;
 #pragma unroll
@@ -213,7 +215,7 @@ __device__ __forceinline__ void CopyAsync4(float* dst, const float* src) {
 
 // What an output element's epilogue reads besides the sum, copied into e0..e2 (shared memory) by
 // cp.async while the product's loads are in flight: no registers held, one round trip for both.
-__device__ __forceinline__ void PrefetchEpilogue(const Ctx& c, const Task& t, int64_t m, int64_t n, float* e0, float* e1,
+__device__ __forceinline__ void PrefetchEpilogue(const Ctx& c, const Task& t, int m, int n, float* e0, float* e1,
                                                  float* e2) {
   const MlpStepLayer& L = c.a.layer[t.layer];
   switch (t.kind) {
@@ -221,11 +223,11 @@ __device__ __forceinline__ void PrefetchEpilogue(const Ctx& c, const Task& t, in
       CopyAsync4(e0, L.b + n);
       break;
     case kDataGrad:
-      CopyAsync4(e0, c.bf.act[t.layer - 1] + m * L.in + n);
+      CopyAsync4(e0, c.bf.act[t.layer - 1] + m * static_cast<int>(L.in) + n);
       break;
     case kWeightGrad:
       if (n < L.in) {
-        const int64_t i = m * L.in + n;
+        const int i = m * static_cast<int>(L.in) + n;
         CopyAsync4(e0, L.w + i);
         CopyAsync4(e1, L.mw + i);
         CopyAsync4(e2, L.vw + i);
@@ -240,24 +242,24 @@ __device__ __forceinline__ void PrefetchEpilogue(const Ctx& c, const Task& t, in
   }
 }
 
-__device__ __forceinline__ void Epilogue(const Ctx& c, const Task& t, int64_t m, int64_t n, float v, float e0, float e1,
+__device__ __forceinline__ void Epilogue(const Ctx& c, const Task& t, int m, int n, float v, float e0, float e1,
                                          float e2) {
   const MlpStepLayer& L = c.a.layer[t.layer];
   switch (t.kind) {
     case kForward: {
       const float z = v + e0;
-      c.bf.act[t.layer][m * L.out + n] = z > 0.0f ? z : 0.0f;
+      c.bf.act[t.layer][m * static_cast<int>(L.out) + n] = z > 0.0f ? z : 0.0f;
       break;
     }
     case kDataGrad:
-      c.bf.grad[t.layer - 1][m * L.in + n] = e0 > 0.0f ? v : 0.0f;
+      c.bf.grad[t.layer - 1][m * static_cast<int>(L.in) + n] = e0 > 0.0f ? v : 0.0f;
       break;
     case kWeightGrad: {
       float x = e0;
       float st[2] = {e1, e2};
       c.adam.Apply(x, v, st, true);
       if (n < L.in) {
-        const int64_t i = m * L.in + n;
+        const int i = m * static_cast<int>(L.in) + n;
         L.w_out[i] = x;
         L.mw_out[i] = st[0];
         L.vw_out[i] = st[1];
@@ -273,63 +275,94 @@ __device__ __forceinline__ void Epilogue(const Ctx& c, const Task& t, int64_t m,
   }
 }
 
-// The tiles of up to two tasks over the grid, `split` warps a tile.
-__device__ void RunPhase(const Ctx& c, const Task* tasks, int count, float* red, float* epi) {
-  int64_t total = 0, k8 = 0;
-  for (int i = 0; i < count; ++i) {
-    total += tasks[i].items;
-    k8 = max(k8, tasks[i].k8);
+// Walks the tiles of a block's slots in order (items base, base + 1, ...: t0's tiles, then t1's,
+// row-major) with one division at the start, giving this thread's element of each.
+struct SlotWalk {
+  bool second;
+  int tm, tn, left0;  // the tile's row and column of tiles; t0's items still ahead
+
+  __device__ SlotWalk(const Task& t0, const Task& t1, int item) {
+    second = item >= t0.items;
+    const int tile = second ? item - t0.items : item;
+    const int tiles_n = second ? t1.tiles_n : t0.tiles_n;
+    tm = tile / tiles_n;
+    tn = tile - tm * tiles_n;
+    left0 = t0.items - item;
   }
-  const int split = ChooseSplit(total, k8);
+  __device__ void Next(const Task& t0, const Task& t1) {
+    if (--left0 == 0) {
+      second = true;
+      tm = tn = 0;
+    } else if (++tn == (second ? t1.tiles_n : t0.tiles_n)) {
+      tn = 0;
+      ++tm;
+    }
+  }
+  // This thread's element (m, n); false outside the product.
+  __device__ bool Element(const Task& t0, const Task& t1, int* m, int* n) const {
+    *m = tm * kTm + static_cast<int>(threadIdx.x) / kTn;
+    *n = tn * kTn + static_cast<int>(threadIdx.x) % kTn;
+    return *m < (second ? t1.m_count : t0.m_count) && *n < (second ? t1.n_count : t0.n_count);
+  }
+};
+
+// The tiles of tasks t0 and t1 (t1's after t0's; count 1: t0 alone) over the grid, `split` warps
+// a tile. The two tasks are separate arguments, not an array, so that they stay in registers.
+__device__ __forceinline__ void RunPhase(const Ctx& c, const Task& t0, const Task& t1, int count, float* red,
+                                         float* epi) {
+  const int total = t0.items + (count > 1 ? t1.items : 0);
+  const int split = ChooseSplit(total, count > 1 ? max(t0.k8, t1.k8) : t0.k8);
   const int slots = kWarps / split;  // tiles a block sums at once
   const int warp = threadIdx.x >> 5;
-  const int64_t per_round = static_cast<int64_t>(gridDim.x) * slots;
-  const int64_t rounds = (total + per_round - 1) / per_round;
-  for (int64_t r = 0; r < rounds; ++r) {
-    const int64_t base = r * per_round + static_cast<int64_t>(blockIdx.x) * slots;
-    // This thread's element of each slot's tile: everything its epilogues read is requested
-    // before the product's loads (one round trip for both), the slots' sums (warp order) and
-    // writes after.
-    const auto locate = [&](int q, int* ti, int64_t* m, int64_t* n) {
-      const int64_t item = base + q;
-      if (q >= slots || item >= total) return false;
-      *ti = item < tasks[0].items ? 0 : 1;
-      const Task& t = tasks[*ti];
-      const int64_t tile = item - (*ti == 0 ? 0 : tasks[0].items);
-      *m = tile / t.tiles_n * kTm + threadIdx.x / kTn;
-      *n = tile % t.tiles_n * kTn + threadIdx.x % kTn;
-      return *m < t.m_count && *n < t.n_count;
-    };
-    for (int q = 0; q < slots; ++q) {
-      int ti;
-      int64_t m, n;
-      const int e = q * kTile + threadIdx.x;
-      if (locate(q, &ti, &m, &n)) PrefetchEpilogue(c, tasks[ti], m, n, epi + e, epi + kEpi + e, epi + 2 * kEpi + e);
+  const int per_round = gridDim.x * slots;
+  for (int base = blockIdx.x * slots; base < total; base += per_round) {
+    const int used = min(slots, total - base);
+    // Everything the epilogues read is requested before the product's loads (one round trip for
+    // both), the slots' sums (warp order) and writes after.
+    {
+      SlotWalk w(t0, t1, base);
+      for (int q = 0; q < used; ++q, w.Next(t0, t1)) {
+        int m, n;
+        if (!w.Element(t0, t1, &m, &n)) continue;
+        const int e = q * kTile + threadIdx.x;
+        if (w.second) {
+          PrefetchEpilogue(c, t1, m, n, epi + e, epi + kEpi + e, epi + 2 * kEpi + e);
+        } else {
+          PrefetchEpilogue(c, t0, m, n, epi + e, epi + kEpi + e, epi + 2 * kEpi + e);
+        }
+      }
     }
     asm volatile("cp.async.commit_group;\n" ::: "memory");
     {
-      const int64_t item = base + warp / split;
+      const int q = warp / split;
       float acc[2][2][4] = {};
-      if (item < total) {
-        const int ti = item < tasks[0].items ? 0 : 1;
-        const Task& t = tasks[ti];
-        const int64_t tile = item - (ti == 0 ? 0 : tasks[0].items);
-        const int64_t m0 = tile / t.tiles_n * kTm, n0 = tile % t.tiles_n * kTn;
+      if (q < used) {
+        const SlotWalk w(t0, t1, base + q);
         const int part = warp % split;
-        WarpTile(t.a, t.b, m0, n0, t.k8 * part / split, t.k8 * (part + 1) / split, acc);
+        if (w.second) {
+          WarpTile(t1.a, t1.b, w.tm * kTm, w.tn * kTn, t1.k8 * part / split, t1.k8 * (part + 1) / split, acc);
+        } else {
+          WarpTile(t0.a, t0.b, w.tm * kTm, w.tn * kTn, t0.k8 * part / split, t0.k8 * (part + 1) / split, acc);
+        }
       }
       StoreTile(red, acc);
     }
     asm volatile("cp.async.wait_all;\n" ::: "memory");  // this thread's own copies: no barrier needed for them
     __syncthreads();
-    for (int q = 0; q < slots; ++q) {
-      int ti;
-      int64_t m, n;
-      if (!locate(q, &ti, &m, &n)) continue;
-      float v = 0.0f;
-      for (int s = 0; s < split; ++s) v += red[(q * split + s) * kTile + threadIdx.x];
-      const int e = q * kTile + threadIdx.x;
-      Epilogue(c, tasks[ti], m, n, v, epi[e], epi[kEpi + e], epi[2 * kEpi + e]);
+    {
+      SlotWalk w(t0, t1, base);
+      for (int q = 0; q < used; ++q, w.Next(t0, t1)) {
+        int m, n;
+        if (!w.Element(t0, t1, &m, &n)) continue;
+        float v = 0.0f;
+        for (int s = 0; s < split; ++s) v += red[(q * split + s) * kTile + threadIdx.x];
+        const int e = q * kTile + threadIdx.x;
+        if (w.second) {
+          Epilogue(c, t1, m, n, v, epi[e], epi[kEpi + e], epi[2 * kEpi + e]);
+        } else {
+          Epilogue(c, t0, m, n, v, epi[e], epi[kEpi + e], epi[2 * kEpi + e]);
+        }
+      }
     }
     __syncthreads();  // red is rewritten by the next round
   }
@@ -340,14 +373,14 @@ __device__ void RunHead(const Ctx& c, float* red, float* zs, double* s_loss, int
   const MlpStepArgs& a = c.a;
   const int h = a.layers - 1;
   const MlpStepLayer& L = a.layer[h];
-  const int64_t classes = L.out, width = L.in;
+  const int classes = static_cast<int>(L.out), width = static_cast<int>(L.in), batch = static_cast<int>(a.batch);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t items = (a.batch + kTm - 1) / kTm;
-  if (static_cast<int64_t>(blockIdx.x) >= items) return;
+  const int items = (batch + kTm - 1) / kTm;
+  if (static_cast<int>(blockIdx.x) >= items) return;
   // The rows whose label counts (the mean's divisor), as CountLabels counts them.
   {
     int n = 0;
-    for (int64_t i = threadIdx.x; i < a.batch; i += kThreads) n += nl::LoadLabel(a.labels, a.labels64, i) != a.ignore_index;
+    for (int i = threadIdx.x; i < batch; i += kThreads) n += nl::LoadLabel(a.labels, a.labels64, i) != a.ignore_index;
     n = nl::WarpSum(n);
     if (lane == 0) s_count[warp] = n;
     __syncthreads();
@@ -359,12 +392,12 @@ __device__ void RunHead(const Ctx& c, float* red, float* zs, double* s_loss, int
     __syncthreads();
   }
   const double scale = 1.0 / static_cast<double>(s_count[kWarps]);  // dloss = 1
-  const float* y = a.batch > 0 ? c.bf.act[h - 1] : nullptr;
-  const View A{y, width, 1, a.batch, width, false};
+  const float* y = batch > 0 ? c.bf.act[h - 1] : nullptr;
+  const View A{y, width, 1, batch, width, false};
   const View B{L.w, 1, width, width, classes, false};
-  const int64_t k8 = (width + 7) / 8;
-  for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
-    const int64_t r0 = item * kTm;
+  const int k8 = (width + 7) / 8;
+  for (int item = blockIdx.x; item < items; item += gridDim.x) {
+    const int r0 = item * kTm;
     {
       float acc[2][2][4] = {};
       WarpTile(A, B, r0, 0, k8 * warp / kWarps, k8 * (warp + 1) / kWarps, acc);
@@ -374,8 +407,8 @@ __device__ void RunHead(const Ctx& c, float* red, float* zs, double* s_loss, int
     // Softmax cross-entropy: a half-warp per row (lane j: class j), two rows per warp.
     const int half = lane >> 4, j = lane & 15;
     const int rr = 2 * warp + half;
-    const int64_t row = r0 + rr;
-    const bool valid = row < a.batch;
+    const int row = r0 + rr;
+    const bool valid = row < batch;
     const bool in = j < classes;
     float v = 0.0f;
     for (int w = 0; w < kWarps; ++w) v += red[w * kTile + rr * kTn + j];
@@ -414,17 +447,17 @@ __device__ void RunHead(const Ctx& c, float* red, float* zs, double* s_loss, int
     }
     // G_{L-2}[row, col] = Σ_j dlogits[row, j]·W[j, col] (float32, j in order), masked by Y > 0.
     float* gout = c.bf.grad[h - 1];
-    for (int64_t col = threadIdx.x; col < width; col += kThreads) {
+    for (int col = threadIdx.x; col < width; col += kThreads) {
       float wc[kClasses];
 #pragma unroll
       for (int jj = 0; jj < kClasses; ++jj) wc[jj] = jj < classes ? __ldcg(L.w + jj * width + col) : 0.0f;
       // Y's mask of all 32 rows requested at once (one round trip), then the sums and writes.
       float yv[kTm];
 #pragma unroll
-      for (int r = 0; r < kTm; ++r) yv[r] = r0 + r < a.batch ? __ldcg(y + (r0 + r) * width + col) : 0.0f;
+      for (int r = 0; r < kTm; ++r) yv[r] = r0 + r < batch ? __ldcg(y + (r0 + r) * width + col) : 0.0f;
 #pragma unroll
       for (int r = 0; r < kTm; ++r) {
-        if (r0 + r >= a.batch) break;
+        if (r0 + r >= batch) break;
         float s = 0.0f;
 #pragma unroll
         for (int jj = 0; jj < kClasses; ++jj) s = fmaf(zs[r * kTn + jj], wc[jj], s);
@@ -435,24 +468,65 @@ __device__ void RunHead(const Ctx& c, float* red, float* zs, double* s_loss, int
   }
 }
 
+// Build with -DOTTR_MLP_STEP_TRACE to print, on the 50th launch of a process, when the blocks
+// finished each phase's work and left its wait (µs after the earliest start): the phases' costs.
+#ifdef OTTR_MLP_STEP_TRACE
+}  // namespace
+}  // namespace ottr::cuda::kernels
+#include <cstdio>
+namespace ottr::cuda::kernels {
+namespace {
+__device__ unsigned long long g_trace[2 * 16 + 1][1024];
+__device__ unsigned g_launches;
+__device__ __forceinline__ void Mark(int slot) {
+  if (threadIdx.x == 0) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+    g_trace[slot][blockIdx.x] = t;
+  }
+}
+__device__ void PrintTrace(int phases) {
+  if (atomicAdd(&g_launches, 1u) != 49) return;
+  unsigned long long t0 = ~0ull;
+  for (unsigned b = 0; b < gridDim.x; ++b) t0 = min(t0, g_trace[0][b]);
+  for (int p = 0; p < phases; ++p) {
+    unsigned long long work = 0, left = 0;
+    for (unsigned b = 0; b < gridDim.x; ++b) {
+      work = max(work, g_trace[1 + 2 * p][b] - t0);
+      left = max(left, g_trace[2 + 2 * p][b] - t0);
+    }
+    printf("mlp-step phase %d: work done by %.2f us, wait left by %.2f us\n", p, work * 1e-3, left * 1e-3);
+  }
+}
+#else
+__device__ __forceinline__ void Mark(int) {}
+#endif
+
 __global__ void __launch_bounds__(kThreads, 1)
-    MlpStepKernel(MlpStepArgs a, Buffers bf, opt::AdamElem<float> adam, OptimizerScalars s, Sync* sync) {
+    MlpStepKernel(const __grid_constant__ MlpStepArgs a, const __grid_constant__ Buffers bf, opt::AdamElem<float> adam,
+                  OptimizerScalars s, Sync* sync) {
   __shared__ __align__(16) float red[kWarps * kTile];
   extern __shared__ __align__(16) float epi[];  // [3][kEpi]
   __shared__ float zs[kTm * kTn];
   __shared__ double s_loss[2 * kWarps];
   __shared__ int s_count[kWarps + 1];
+  Mark(0);
   adam.Prepare(s);
   const Ctx c{a, bf, adam};
   unsigned target = 0;
   const int layers = a.layers;
+  int phase = 0;
   for (int l = 0; l + 1 < layers; ++l) {
     const Task t = ForwardTask(a, bf, l);
-    RunPhase(c, &t, 1, red, epi);
+    RunPhase(c, t, t, 1, red, epi);
+    Mark(1 + 2 * phase);
     GridWait(sync, target);
+    Mark(2 + 2 * phase++);
   }
   RunHead(c, red, zs, s_loss, s_count);
+  Mark(1 + 2 * phase);
   GridWait(sync, target);
+  Mark(2 + 2 * phase++);
   if (blockIdx.x == 0 && threadIdx.x < 32) {
     // The loss: the head blocks' sums in block order.
     const int64_t items = (a.batch + kTm - 1) / kTm;
@@ -466,18 +540,22 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
   for (int l = layers - 2; l >= 1; --l) {
-    const Task t[2] = {DataGradTask(a, bf, l), WeightGradTask(a, bf, l + 1)};
-    RunPhase(c, t, 2, red, epi);
+    RunPhase(c, DataGradTask(a, bf, l), WeightGradTask(a, bf, l + 1), 2, red, epi);
+    Mark(1 + 2 * phase);
     GridWait(sync, target);
+    Mark(2 + 2 * phase++);
   }
-  {
-    const Task t[2] = {WeightGradTask(a, bf, 1), WeightGradTask(a, bf, 0)};
-    RunPhase(c, t, 2, red, epi);
-  }
+  RunPhase(c, WeightGradTask(a, bf, 1), WeightGradTask(a, bf, 0), 2, red, epi);
   __syncthreads();
+  Mark(1 + 2 * phase);
+  Mark(2 + 2 * phase++);
   if (threadIdx.x == 0) {
     __threadfence();
     if (atomicAdd(&sync->done, 1u) == gridDim.x - 1) {
+#ifdef OTTR_MLP_STEP_TRACE
+      __threadfence();
+      PrintTrace(phase);
+#endif
       // Every other block passed its last wait on `arrive` before it counted itself done.
       sync->arrive = 0;
       sync->done = 0;
