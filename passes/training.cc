@@ -522,7 +522,7 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
   }
   // The whole step of a small MLP in one node, before the other fusions (which then find none of
   // it left); it declines guarded updates itself.
-  if (spec.fuse_epilogues && spec.multi_tensor_updates && spec.precision == Precision::kTf32 &&
+  if (spec.fuse_mlp_step && spec.fuse_epilogues && spec.multi_tensor_updates && spec.precision == Precision::kTf32 &&
       scaling == LossScaleSpec::Kind::kNone && spec.optimizer.max_grad_norm <= 0 && !spec.expose_gradients) {
     pm.Add(CreateFuseMlpStepPass());
   }

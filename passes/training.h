@@ -151,6 +151,13 @@ struct TrainingSpec {
   // on`): the first kernel made the small MLP's step at batch 128 slower on the H100 (57.0 against
   // 49.1 µs, bench/RESULTS.md 2026-12-05 (2)); its one-round-trip rewrite is not yet timed.
   bool fuse_gemm_adam = false;
+  // With fuse_epilogues, a grouped update and TF32 (no loss scaling, clipping or exposed
+  // gradients): the whole step of a small ReLU MLP with softmax cross-entropy and Adam becomes one
+  // ottr::MlpStep, one cooperative launch (fuse-mlp-step, passes/fuse_mlp_step.cc). Off
+  // (`--fuse-mlp-step on`) until its kernel is measured faster than the step it replaces: its
+  // first version took 99 µs against 48 for the small MLP at batch 128 on the H100
+  // (bench/RESULTS.md 2026-12-06 (3)).
+  bool fuse_mlp_step = false;
   // With kBf16/kFp16 and a grouped update: the optimizer writes each parameter's 16-bit copy for
   // the next forward instead of a Cast per parameter per step (optimizer-low-copies,
   // passes/mixed_precision.h). The copies are state: RefreshLowPrecisionCopies after setting
@@ -186,7 +193,7 @@ std::string GradName(const std::string& param);
 //   clip-gradients (when asked), optimizer, batchnorm-statistics, simplify,
 //   group-optimizer-updates (when spec.multi_tensor_updates or loss scaling; the latter groups
 //   even a single update), nan-guard (spec.nan_guard without loss scaling), unscale-gradients
-//   (with loss scaling), fuse-mlp-step (TF32 steps with spec.fuse_epilogues and
+//   (with loss scaling), fuse-mlp-step (spec.fuse_mlp_step: TF32 steps with spec.fuse_epilogues and
 //   spec.multi_tensor_updates, no loss scaling, clipping or exposed gradients; declines guarded
 //   updates), fuse-sce-grad, fold-gemm-casts, fuse-gemm-epilogue,
 //   narrow-exact-ops (when spec.narrow_exact_ops with bf16/fp16) before the grouping,

@@ -12,7 +12,7 @@ namespace ottr::tools {
 std::set<std::string> TrainingValueFlags() {
   return {"loss", "logits", "loss-output", "ignore-index", "label-smoothing", "optimizer", "lr",
           "momentum", "dampening", "weight-decay", "beta1", "beta2", "eps", "clip-grad-norm",
-          "batch", "freeze", "dim", "multi-tensor-optimizer", "fuse-epilogues", "fuse-relu-grad-bgrad", "pad-gemm-dims", "pad-gemm-min-macs", "pad-gemm-min-rows", "large-relu-epilogue", "large-relu-epilogue-tf32", "tf32-bgrad-in-weight-gemm", "group-gemms", "fuse-gemm-adam", "layout",
+          "batch", "freeze", "dim", "multi-tensor-optimizer", "fuse-epilogues", "fuse-relu-grad-bgrad", "pad-gemm-dims", "pad-gemm-min-macs", "pad-gemm-min-rows", "large-relu-epilogue", "large-relu-epilogue-tf32", "tf32-bgrad-in-weight-gemm", "group-gemms", "fuse-gemm-adam", "fuse-mlp-step", "layout",
           "disable-passes", "precision", "keep-fp32", "loss-scale",
           "loss-scale-growth-interval"};
 }
@@ -70,6 +70,8 @@ absl::StatusOr<passes::TrainingSpec> ParseTrainingSpec(const Args& args, int64_t
   OTTR_RETURN_IF_ERROR(OnOff(args, "group-gemms", [&](bool on) { spec.group_gemms = on; }));
   // --fuse-gemm-adam on|off (passes/training.h, TrainingSpec::fuse_gemm_adam).
   OTTR_RETURN_IF_ERROR(OnOff(args, "fuse-gemm-adam", [&](bool on) { spec.fuse_gemm_adam = on; }));
+  // --fuse-mlp-step on|off (passes/training.h, TrainingSpec::fuse_mlp_step).
+  OTTR_RETURN_IF_ERROR(OnOff(args, "fuse-mlp-step", [&](bool on) { spec.fuse_mlp_step = on; }));
   // --pad-gemm-dims on|off (default on: passes/training.h, TrainingSpec::pad_gemm_dims).
   OTTR_RETURN_IF_ERROR(OnOff(args, "pad-gemm-dims", [&](bool on) { spec.pad_gemm_dims = on; }));
   // --pad-gemm-min-macs N: pad-gemm-dims leaves GEMMs of fewer than N multiply-adds (m·n·k) alone.

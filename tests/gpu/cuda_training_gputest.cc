@@ -489,6 +489,7 @@ TEST_F(CudaTrainingTest, MlpStepMatchesTheUnfusedStep) {
     spec.precision = passes::Precision::kTf32;
     spec.multi_tensor_updates = true;
     spec.fuse_epilogues = true;
+    spec.fuse_mlp_step = true;
     auto fused = passes::BuildTrainingGraph(**forward, spec);
     ASSERT_TRUE(fused.ok()) << fused.status();
     int nodes = 0;

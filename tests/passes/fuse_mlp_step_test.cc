@@ -62,6 +62,7 @@ passes::TrainingSpec Tf32Spec(int64_t batch) {
   spec.precision = passes::Precision::kTf32;
   spec.fuse_epilogues = true;
   spec.multi_tensor_updates = true;
+  spec.fuse_mlp_step = true;
   return spec;
 }
 
@@ -155,6 +156,7 @@ TEST(FuseMlpStepTest, DeclinesWhatItCannotFuse) {
       {"frozen layer", {32, 16, 10}, 64, [](passes::TrainingSpec& s) { s.freeze = "^fc0\\.bias$"; }, "updates 3 tensors"},
       {"label smoothing", {32, 16, 10}, 64, [](passes::TrainingSpec& s) { s.loss.label_smoothing = 0.1f; },
        "smooths its labels"},
+      {"not asked for (the default)", {32, 16, 10}, 64, [](passes::TrainingSpec& s) { s.fuse_mlp_step = false; }, ""},
       {"float32 step", {32, 16, 10}, 64, [](passes::TrainingSpec& s) { s.precision = passes::Precision::kFp32; }, ""},
       {"exposed gradients", {32, 16, 10}, 64, [](passes::TrainingSpec& s) { s.expose_gradients = true; }, ""},
       {"clipped gradients", {32, 16, 10}, 64, [](passes::TrainingSpec& s) { s.optimizer.max_grad_norm = 1.0f; }, ""},

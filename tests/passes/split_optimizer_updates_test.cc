@@ -172,7 +172,6 @@ TEST_P(SplitOptimizerStepTest, SameBitsAsOneUpdate) {
   spec.precision = passes::Precision::kTf32;  // the CUDA tools' pipeline; the CPU computes float32
   // fuse-gemm-adam would take the first layer's weight out of the grouped update at this batch.
   spec.disabled_passes.insert("fuse-gemm-adam");
-  spec.disabled_passes.insert("fuse-mlp-step");  // it would take the whole step at this batch
   auto split = passes::BuildTrainingGraph(**forward, spec);
   spec.disabled_passes.insert("split-optimizer-updates");
   auto whole = passes::BuildTrainingGraph(**forward, spec);
