@@ -154,9 +154,9 @@ struct TrainingSpec {
   // With fuse_epilogues, a grouped update and TF32 (no loss scaling, clipping or exposed
   // gradients): the whole step of a small ReLU MLP with softmax cross-entropy and Adam becomes one
   // ottr::MlpStep, one cooperative launch (fuse-mlp-step, passes/fuse_mlp_step.cc). Off
-  // (`--fuse-mlp-step on`) until its kernel is measured faster than the step it replaces: its
-  // first version took 99 µs against 48 for the small MLP at batch 128 on the H100
-  // (bench/RESULTS.md 2026-12-06 (3)).
+  // (`--fuse-mlp-step on`) until its kernel is measured faster than the step it replaces: it
+  // took 83.6 µs against 48.9 for the small MLP at batch 128 on the H100 (bench/RESULTS.md
+  // 2026-12-06 (3): each phase's warp tiles re-read their operands from L2).
   bool fuse_mlp_step = false;
   // With kBf16/kFp16 and a grouped update: the optimizer writes each parameter's 16-bit copy for
   // the next forward instead of a Cast per parameter per step (optimizer-low-copies,
