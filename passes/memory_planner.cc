@@ -112,17 +112,13 @@ std::vector<InPlaceRule> DefaultInPlaceRules(const ir::Node& n) {
       for (int i = 0; l.valid && i < l.n; ++i) {
         for (int s = 0; s <= l.states; ++s) add_if_full(s * l.n + i, 2 + (s == 0 ? 0 : s + 1) * l.n + i);
       }
-    } else if (op == "GemmAdamUpdate") {
-      // (lr, step, A, B, p.., m.., v..) -> (p'.., m'.., v'..): each over its input.
+    } else if (op == "GemmAdamUpdate" || op == "MlpStep") {
+      // GemmAdamUpdate (lr, step, A, B, p.., m.., v..) -> (p'.., m'.., v'..), MlpStep (lr, step, x,
+      // labels, p.., m.., v..) -> (loss, p'.., m'.., v'..): each state over its input.
       const int count = (n.num_inputs() - 4) / 3;
+      const int first = op == "MlpStep" ? 1 : 0;
       for (int i = 0; i < count; ++i) {
-        for (int s = 0; s < 3; ++s) add_if_full(s * count + i, 4 + s * count + i);
-      }
-    } else if (op == "MlpStep") {
-      // (lr, step, x, labels, p.., m.., v..) -> (loss, p'.., m'.., v'..): each over its input.
-      const int count = (n.num_inputs() - 4) / 3;
-      for (int i = 0; i < count; ++i) {
-        for (int s = 0; s < 3; ++s) add_if_full(1 + s * count + i, 4 + s * count + i);
+        for (int s = 0; s < 3; ++s) add_if_full(first + s * count + i, 4 + s * count + i);
       }
     } else if (op == "LossScaleUpdate") {
       add_if_full(0, 0);

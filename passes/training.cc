@@ -386,10 +386,8 @@ absl::StatusOr<std::vector<Value*>> TrainableParameters(const ir::Graph& g,
       if (op == "AdamUpdate" || op == "SGDUpdate") is_state |= u.index >= 2;
       // N-ary forms: (lr, step, params.., grads.., states.., [grad_scale], [guard]).
       if (op == "AdamUpdateN" || op == "SGDUpdateN") is_state |= u.index >= 2 + 2 * ir::UpdateNLayoutOf(*u.node).n;
-      // (lr, step, A, B, p.., m.., v..): n = 1 or 2 parameters.
-      if (op == "GemmAdamUpdate") is_state |= u.index >= 4 + (u.node->num_inputs() - 4) / 3;
-      // (lr, step, x, labels, p.., m.., v..).
-      if (op == "MlpStep") is_state |= u.index >= 4 + (u.node->num_inputs() - 4) / 3;
+      // GemmAdamUpdate (lr, step, A, B, p.., m.., v..), MlpStep (lr, step, x, labels, p.., m.., v..).
+      if (op == "GemmAdamUpdate" || op == "MlpStep") is_state |= u.index >= 4 + (u.node->num_inputs() - 4) / 3;
     }
     if (is_state) continue;
     // BatchNormalization's running statistics (inputs 3 and 4) are state, not parameters.

@@ -567,28 +567,28 @@ absl::Status MlpStep(KernelContext& ctx) {
   absl::Status st = CheckLabels(ctx, labels, classes, ignore);
   if (!st.ok()) return st;
   auto w = [&](int l) { return ctx.input(4 + 2 * l).data<float>(); };
-  // y[0] = x, y[l + 1] = layer l's output (the logits last).
-  std::vector<std::vector<float>> y(layers + 1);
-  y[0].assign(x.data<float>(), x.data<float>() + x.num_elements());
+  // y[l] = layer l's output (the logits last); layer l reads act(l): x, then y[l - 1].
+  std::vector<std::vector<float>> y(layers);
+  auto act = [&](int l) { return l == 0 ? x.data<float>() : y[l - 1].data(); };
   for (int l = 0; l < layers; ++l) {
-    std::vector<float>& z = y[l + 1];
+    std::vector<float>& z = y[l];
     z.resize(rows * out[l]);
     const float* b = ctx.input(5 + 2 * l).data<float>();
     for (int64_t i = 0; i < rows; ++i) std::memcpy(z.data() + i * out[l], b, out[l] * 4);
-    if (rows > 0) GemmGeneric<float>(false, true, rows, out[l], in[l], 1.0, y[l].data(), in[l], w(l), in[l], 1.0, z.data(), out[l]);
+    if (rows > 0) GemmGeneric<float>(false, true, rows, out[l], in[l], 1.0, act(l), in[l], w(l), in[l], 1.0, z.data(), out[l]);
     if (l + 1 < layers) {
       for (float& v : z) v = v > 0.0f ? v : 0.0f;
     }
   }
   std::vector<float> lp(rows * classes), dz(rows * classes);
-  const float loss = SceRows<float>(y[layers].data(), labels, rows, classes, ignore, 0.0, lp.data());
+  const float loss = SceRows<float>(y[layers - 1].data(), labels, rows, classes, ignore, 0.0, lp.data());
   SceGradRows<float>(1.0, lp.data(), labels, rows, classes, ignore, 0.0, dz.data());
   std::vector<std::vector<float>> grads(n);
   for (int l = layers - 1; l >= 0; --l) {
     std::vector<float>& dw = grads[2 * l];
     std::vector<float>& db = grads[2 * l + 1];
     dw.assign(out[l] * in[l], 0.0f);
-    if (rows > 0) GemmGeneric<float>(true, false, out[l], in[l], rows, 1.0, dz.data(), out[l], y[l].data(), in[l], 0.0, dw.data(), in[l]);
+    if (rows > 0) GemmGeneric<float>(true, false, out[l], in[l], rows, 1.0, dz.data(), out[l], act(l), in[l], 0.0, dw.data(), in[l]);
     std::vector<double> acc(out[l], 0.0);
     for (int64_t i = 0; i < rows; ++i) {
       for (int64_t j = 0; j < out[l]; ++j) acc[j] += dz[i * out[l] + j];
@@ -597,7 +597,7 @@ absl::Status MlpStep(KernelContext& ctx) {
     if (l == 0) break;
     std::vector<float> dy(rows * in[l], 0.0f);
     if (rows > 0) GemmGeneric<float>(false, false, rows, in[l], out[l], 1.0, dz.data(), out[l], w(l), in[l], 0.0, dy.data(), in[l]);
-    for (int64_t i = 0; i < rows * in[l]; ++i) dy[i] = y[l][i] > 0.0f ? dy[i] : 0.0f;
+    for (int64_t i = 0; i < rows * in[l]; ++i) dy[i] = y[l - 1][i] > 0.0f ? dy[i] : 0.0f;
     dz = std::move(dy);
   }
   OTTR_ASSIGN_OR_RETURN(const AdamConsts<float> c, ReadAdamConsts<float>(ctx, 0, 1));
