@@ -14,6 +14,12 @@ __device__ __forceinline__ uint32_t ToTf32(float x) {
   return r;
 }
 
+// x's bits with half a TF32 unit in the last place added: the MMA reads only the top 19 bits
+// (sign, exponent, 10 bits of mantissa) of a .tf32 operand, so this rounds to nearest with ties
+// away from zero, as ToTf32, in one integer add instead of cvt.rna's three instructions on sm_90
+// (for finite x; an infinity reads as NaN).
+__device__ __forceinline__ uint32_t ToTf32Fast(float x) { return __float_as_uint(x) + 0x1000u; }
+
 // d += a · b for one m16n8k8 TF32 tile (fragments as the PTX ISA lays them out: a0 (g, t), a1
 // (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4); b0 (k t, n g), b1 (k t + 4, n g); d0, d1 (g, 2t,
 // 2t + 1), d2, d3 (g + 8, ...); g = lane / 4, t = lane % 4).
