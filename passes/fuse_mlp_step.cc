@@ -16,7 +16,8 @@
 // 2026-12-06 (3) has the step before and after). The kernel runs the forward layers, the head,
 // the backward layers and the weight gradients with Adam as phases of one grid.
 // It is off by default (TrainingSpec::fuse_mlp_step, `--fuse-mlp-step on`): that kernel is still
-// slower than the launches it replaces (83.6 against 48.9 µs at batch 128 on the H100).
+// slower than the launches it replaces (60.1 against 48.5 µs at batch 128 on the H100,
+// bench/RESULTS.md 2026-12-06 (4)).
 //
 // The pass runs after group-optimizer-updates, before the other fusion passes (which then find
 // nothing of the step left), on TF32 steps (the kernel's products are TF32 MMAs, as cuBLASLt's

@@ -27,11 +27,12 @@
 // follow SoftmaxCrossEntropyWithGrad's arithmetic (sce_math.cuh); the loss is each head block's
 // rows summed in double, the blocks' sums added in block order.
 //
-// Measured (bench/RESULTS.md 2026-12-06 (3), H100): correct, but 83.6 µs for the small MLP's step at
-// batch 128 against 48.9 for the unfused one, each phase 10-30 µs, with 4-byte loads using half of
-// each 32-byte sector and the last phase's tiles on 83 of 132 blocks. Hence fuse-mlp-step is off by
-// default. Block tiles staged in shared memory would also remove the re-reading of x and W once per
-// tile (forward 0: ~19 MB for 2 MB of operands).
+// Measured (bench/RESULTS.md 2026-12-06 (4), H100): correct, 60.1 µs for the small MLP's step at
+// batch 128 against 48.5 for the unfused one (83.6 before this version: 4-byte loads using half
+// of each 32-byte sector, three instructions per TF32 conversion, spilled registers). Hence
+// fuse-mlp-step is off by default. What is left is the backward: its operands have k as the
+// strided index (4-byte loads, 24 a unit of k) and the last phase's tiles re-read them from L2;
+// staging them through shared memory, or transposed copies written by the phases before, next.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
