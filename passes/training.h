@@ -155,8 +155,8 @@ struct TrainingSpec {
   // gradients): the whole step of a small ReLU MLP with softmax cross-entropy and Adam becomes one
   // ottr::MlpStep, one cooperative launch (fuse-mlp-step, passes/fuse_mlp_step.cc). Off
   // (`--fuse-mlp-step on`) until its kernel is measured faster than the step it replaces: it
-  // took 83.6 µs against 48.9 for the small MLP at batch 128 on the H100 (bench/RESULTS.md
-  // 2026-12-06 (3): each phase's warp tiles re-read their operands from L2).
+  // took 60.1 µs against 48.5 for the small MLP at batch 128 on the H100 (bench/RESULTS.md
+  // 2026-12-06 (4): its backward phases load operands with k strided, four bytes at a time).
   bool fuse_mlp_step = false;
   // With kBf16/kFp16 and a grouped update: the optimizer writes each parameter's 16-bit copy for
   // the next forward instead of a Cast per parameter per step (optimizer-low-copies,
