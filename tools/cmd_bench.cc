@@ -73,7 +73,7 @@ absl::Status CmdBench(const std::vector<std::string>& argv) {
   std::set<std::string> values = TrainingValueFlags();
   for (const char* f : {"device", "csv", "steps", "windows", "name", "algo-cache", "per-op-csv", "streams", "trace"}) values.insert(f);
   std::set<std::string> switches = TrainingSwitchFlags();
-  for (const char* f : {"no-cuda-graph", "no-tf32", "per-op"}) switches.insert(f);
+  for (const char* f : {"no-cuda-graph", "no-tf32", "no-pdl", "per-op"}) switches.insert(f);
   OTTR_ASSIGN_OR_RETURN(Args args, Args::Parse(argv, values, switches));
   if (args.positional().size() != 1) return absl::InvalidArgumentError("bench takes one MODEL");
   const std::string model = args.positional()[0];
@@ -111,6 +111,7 @@ absl::Status CmdBench(const std::vector<std::string>& argv) {
     cuda::CudaExecutorOptions o;
     o.tf32 = spec.precision == passes::Precision::kTf32;
     o.use_cuda_graph = !args.has("no-cuda-graph");
+    o.programmatic_launch = !args.has("no-pdl");
     o.algo_cache_file = args.get("algo-cache");
     OTTR_ASSIGN_OR_RETURN(o.streams, args.get_int("streams", o.streams));
     if (o.streams < 1) return absl::InvalidArgumentError("--streams must be at least 1");
@@ -129,6 +130,10 @@ absl::Status CmdBench(const std::vector<std::string>& argv) {
     }
     launches = exec->stats().launches_per_step;
     peak = exec->stats().arena_bytes;
+    if (o.use_cuda_graph) {
+      std::fprintf(stderr, "programmatic edges in the step's graph: %lld\n",
+                   static_cast<long long>(exec->stats().programmatic_edges));
+    }
     if (trace != nullptr) {
       OTTR_RETURN_IF_ERROR(exec->WaitIdle());
       OTTR_ASSIGN_OR_RETURN(std::vector<cuda::TraceRecord> records, trace->Stop());

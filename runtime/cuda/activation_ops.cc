@@ -212,7 +212,8 @@ absl::StatusOr<CompiledOp> CompileReluGradBiasGrad(OpCompileContext& ctx) {
                                                                : ws + partial_bytes + dx_bytes + dxt_bytes;
     nvtxRangePushA("ReluGradBiasGrad");
     const cudaError_t e =
-        fn(plan, a.inputs[0], a.inputs[1], dx, db, dxt, ws, static_cast<unsigned*>(a.counters), a.stream);
+        fn(plan, a.inputs[0], a.inputs[1], dx, db, dxt, ws, static_cast<unsigned*>(a.counters), a.stream,
+           a.programmatic);
     nvtxRangePop();
     OTTR_CUDA_RETURN_IF_ERROR(e);
     return absl::OkStatus();

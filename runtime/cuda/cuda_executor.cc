@@ -88,6 +88,7 @@ struct NodeLaunch {
   int stream = 0;
   std::vector<int> waits;
   bool record = false;
+  uint64_t ready = 0;  // LaunchArgs::ready_inputs
 };
 
 // Byte ranges [lo, hi) of the arena a launch reads and writes.
@@ -289,11 +290,49 @@ int AssignStreams(std::vector<NodeLaunch>& launches, int num_streams, char* stre
   return used;
 }
 
+// LaunchArgs::ready_inputs of every launch: the inputs whose bytes no earlier launch of the step
+// writes (parameters and feeds before the optimizer's update, the step's constants). A later
+// launch that writes them depends on this one, so it waits for it whatever stream it is on.
+void MarkReadyInputs(std::vector<NodeLaunch>& launches) {
+  const std::vector<Footprint> fp = Footprints(launches, /*with_workspace=*/true);
+  for (size_t i = 0; i < launches.size(); ++i) {
+    NodeLaunch& l = launches[i];
+    l.ready = 0;
+    if (l.skip) continue;
+    const int n = std::min(l.node->num_inputs(), 64);
+    for (int k = 0; k < n; ++k) {
+      if (l.node->input(k) == nullptr || l.inputs[k] == nullptr) continue;
+      const uintptr_t lo = reinterpret_cast<uintptr_t>(l.inputs[k]);
+      const std::vector<std::pair<uintptr_t, uintptr_t>> range = {{lo, lo + static_cast<uintptr_t>(Bytes(l.node->input(k)->type()))}};
+      bool written = false;
+      for (size_t j = 0; j < i && !written; ++j) written = Overlap(fp[j].writes, range);
+      if (!written) l.ready |= uint64_t{1} << k;
+    }
+  }
+}
+
 struct Copy {
   void* dst;
   const void* src;
   int64_t bytes;
 };
+
+// Whether the next launch on `stream` follows exactly one kernel: while capturing, the stream's
+// dependency set is that one kernel node (a programmatic edge joins kernel nodes only; after a
+// memset or copy the launch stays ordinary); outside a capture, true (the stream's order).
+bool FollowsOneKernel(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaGraphNode_t* deps = nullptr;
+  const cudaGraphEdgeData* edges = nullptr;
+  size_t n = 0;
+  if (cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &deps, &edges, &n) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  if (status != cudaStreamCaptureStatusActive) return status == cudaStreamCaptureStatusNone;
+  cudaGraphNodeType type;
+  return n == 1 && cudaGraphNodeGetType(deps[0], &type) == cudaSuccess && type == cudaGraphNodeTypeKernel;
+}
 
 }  // namespace
 
@@ -326,10 +365,12 @@ struct CudaExecutor::Impl {
   absl::flat_hash_map<std::string, ir::Tensor> preset;  // SetState before the first compile
   GraphExec graph_exec;
   int64_t graph_nodes = 0;
+  int64_t graph_programmatic_edges = 0;
   // Multi-stream issue: side streams 1.., an event per recording launch, the fork (main -> side)
   // and join (side -> main) events.
   int streams_used = 1;
   int side_priority = 0;
+  bool programmatic = false;  // CudaExecutorOptions::programmatic_launch on a device that has it
   std::vector<Stream> side_streams;
   std::vector<Event> launch_events;
   Event fork_event;
@@ -519,6 +560,13 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
   // the H200 the small MLP's data gradient dX1 waited for the weight gradient dW1 so).
   int want_streams = options.streams;
   if (const char* env = std::getenv("OTTR_STREAMS")) want_streams = std::max(1, std::atoi(env));
+  programmatic = options.programmatic_launch;
+  if (const char* env = std::getenv("OTTR_PDL")) programmatic = std::atoi(env) != 0;
+  if (programmatic) {
+    int major = 0;
+    OTTR_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, libs->device()));
+    programmatic = major >= 9;
+  }
   want_streams = std::min(want_streams, 8);
   absl::flat_hash_map<const ir::Node*, int64_t> workspace_of;
   int64_t stream_workspace = 0;
@@ -635,6 +683,10 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
   }
   // Streams: which launches overlap (CudaExecutorOptions::streams).
   streams_used = AssignStreams(launches, want_streams, static_cast<char*>(arena) + stream_base, stream_workspace);
+  MarkReadyInputs(launches);
+  if (const char* env = std::getenv("OTTR_PDL_PREFETCH"); env != nullptr && std::atoi(env) == 0) {
+    for (NodeLaunch& l : launches) l.ready = 0;  // measurement: programmatic launches without prefetch
+  }
   while (static_cast<int>(side_streams.size()) < streams_used - 1) {
     cudaStream_t side;
     OTTR_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithPriority(&side, cudaStreamNonBlocking, side_priority));
@@ -681,6 +733,7 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
   // 4. Capture the step.
   graph_exec.Reset();
   graph_nodes = 0;
+  graph_programmatic_edges = 0;
   if (options.use_cuda_graph) {
     OTTR_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal));
     absl::Status s = Enqueue();
@@ -698,6 +751,14 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
     size_t n = 0;
     OTTR_CUDA_RETURN_IF_ERROR(cudaGraphGetNodes(graph, nullptr, &n));
     graph_nodes = static_cast<int64_t>(n);
+    // The edges capture made programmatic (a kernel that may start while the one before ends).
+    size_t edges = 0;
+    OTTR_CUDA_RETURN_IF_ERROR(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &edges));
+    std::vector<cudaGraphNode_t> from(edges), to(edges);
+    std::vector<cudaGraphEdgeData> data(edges);
+    OTTR_CUDA_RETURN_IF_ERROR(cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &edges));
+    graph_programmatic_edges = 0;
+    for (size_t e = 0; e < edges; ++e) graph_programmatic_edges += data[e].type == cudaGraphDependencyTypeProgrammatic;
     // OTTR_GRAPH_DOT=FILE writes the captured step (every node, kernel names and parameters) as
     // Graphviz: which kernels a library call adds to the launch count.
     if (const char* dot = std::getenv("OTTR_GRAPH_DOT")) {
@@ -719,12 +780,18 @@ absl::Status CudaExecutor::Impl::Enqueue() {
     OTTR_CUDA_RETURN_IF_ERROR(cudaEventRecord(fork_event.get(), stream.get()));
     for (int s = 0; s < sides; ++s) OTTR_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(side_streams[s].get(), fork_event.get(), 0));
   }
+  // Programmatic launches (CudaExecutorOptions::programmatic_launch): a launch that follows an
+  // earlier launch of the step on its stream, with no event to wait for in between.
+  std::vector<bool> stream_busy(static_cast<size_t>(sides) + 1, false);
   for (size_t i = 0; i < launches.size(); ++i) {
     const NodeLaunch& l = launches[i];
     if (l.skip) continue;
     cudaStream_t st = l.stream == 0 ? stream.get() : side_streams[l.stream - 1].get();
     for (int w : l.waits) OTTR_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(st, launch_events[w].get(), 0));
     LaunchArgs args{l.inputs, l.outputs, l.workspace, st, l.counters, l.state};
+    args.ready_inputs = l.ready;
+    args.programmatic = programmatic && stream_busy[l.stream] && l.waits.empty() && FollowsOneKernel(st);
+    stream_busy[l.stream] = true;
     const std::string label = absl::StrCat(l.node->op_type(), " ", l.node->origin());
     nvtxRangePushA(label.c_str());
     absl::Status s = l.op.launch(args);
@@ -1000,6 +1067,7 @@ CudaStepStats CudaExecutor::stats() const {
   CudaStepStats s;
   s.arena_bytes = impl_->arena_bytes;
   s.nodes = static_cast<int64_t>(impl_->launches.size());
+  s.programmatic_edges = impl_->graph_programmatic_edges;
   if (impl_->graph_nodes > 0) {
     s.launches_per_step = impl_->graph_nodes;
   } else {

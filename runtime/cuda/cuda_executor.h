@@ -39,12 +39,19 @@ struct CudaExecutorOptions {
   // stream expected to be free first (a roofline estimate of each launch's time; env
   // OTTR_STREAM_PICK=order: the earliest last launch in the schedule). OTTR_STREAMS=N overrides.
   int streams = 2;
+  // Programmatic dependent launch (sm_90 and later): ottr's kernels that follow another launch on
+  // their stream start while it ends and wait for it inside the kernel (kernels/pdl.cuh), hiding
+  // the launch latency between dependent kernels. OTTR_PDL=0|1 overrides; `--no-pdl` in the CLI.
+  bool programmatic_launch = true;
 };
 
 struct CudaStepStats {
   int64_t launches_per_step = 0;  // kernels + library calls (graph nodes) in one step
   int64_t arena_bytes = 0;        // the one device allocation
   int64_t nodes = 0;
+  // Edges of the captured step that are programmatic (CudaExecutorOptions::programmatic_launch):
+  // a kernel that may start while the kernel before it ends. 0 without a CUDA Graph.
+  int64_t programmatic_edges = 0;
 };
 
 class CudaExecutor : public runtime::Executor {

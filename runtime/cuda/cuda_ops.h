@@ -29,6 +29,15 @@ struct LaunchArgs {
   cudaStream_t stream;
   void* counters = nullptr;
   void* state = nullptr;
+  // The executor lets the launch's first kernel start programmatically (kernels/pdl.cuh: it may
+  // start while the kernel before it on `stream` ends, and waits in the kernel for it): the launch
+  // follows another launch of the step on its stream with no wait for another stream in between.
+  // Ops whose kernels do not follow pdl.cuh's rules ignore it.
+  bool programmatic = false;
+  // Bit k: no earlier launch of the step writes input k's bytes (a parameter or feed the step
+  // has not updated yet), so a programmatic kernel may read it before its wait (prefetch).
+  uint64_t ready_inputs = 0;
+  bool ready(int k) const { return k < 64 && ((ready_inputs >> k) & 1) != 0; }
 };
 
 using LaunchFn = std::function<absl::Status(const LaunchArgs&)>;

@@ -24,6 +24,15 @@
 namespace ottr::cuda {
 namespace {
 
+// The product's launch from the node's (inputs 0 and 1 are A and B).
+GemmLaunch GemmLaunchOf(const LaunchArgs& a, bool programmatic) {
+  GemmLaunch l;
+  l.programmatic = programmatic;
+  l.a_ready = a.ready(0);
+  l.b_ready = a.ready(1);
+  return l;
+}
+
 absl::StatusOr<CompiledOp> CompileGemm(OpCompileContext& ctx) {
   const ir::Node& n = ctx.node();
   const bool ta = n.GetInt("transA", 0) != 0;
@@ -68,8 +77,9 @@ absl::StatusOr<CompiledOp> CompileGemm(OpCompileContext& ctx) {
     if (has_c && !bias) {
       OTTR_CUDA_RETURN_IF_ERROR(kernels::BroadcastToMatrix(a.inputs[2], a.outputs[0], m, nn, rs, cs, elem, a.stream));
     }
+    // After the broadcast of C the product follows a kernel of this launch.
     absl::Status s = gemm->Run(a.inputs[0], a.inputs[1], a.outputs[0], bias ? a.inputs[2] : nullptr, nullptr,
-                               a.workspace, a.stream);
+                               a.workspace, a.stream, nullptr, GemmLaunchOf(a, a.programmatic || (has_c && !bias)));
     nvtxRangePop();
     return s;
   };
@@ -95,7 +105,8 @@ absl::StatusOr<CompiledOp> CompileMatMul(OpCompileContext& ctx) {
     OTTR_ASSIGN_OR_RETURN(std::shared_ptr<LtGemm> g, LtGemm::Create(ctx.libs(), c));
     op.workspace_bytes = g->workspace_bytes();
     op.launch = [g](const LaunchArgs& a) {
-      return g->Run(a.inputs[0], a.inputs[1], a.outputs[0], nullptr, nullptr, a.workspace, a.stream);
+      return g->Run(a.inputs[0], a.inputs[1], a.outputs[0], nullptr, nullptr, a.workspace, a.stream, nullptr,
+                    GemmLaunchOf(a, a.programmatic));
     };
     return op;
   }
@@ -215,7 +226,9 @@ absl::StatusOr<CompiledOp> CompileFusedGemm(OpCompileContext& ctx) {
     nvtxRangePushA("FusedGemm");
     const void* bias = bias_in ? a.inputs[2] : bias_out ? a.outputs[1] : nullptr;
     void* aux = aux_in ? a.inputs[3] : aux_out ? a.outputs[1] : nullptr;
-    absl::Status s = gemm->Run(a.inputs[0], a.inputs[1], a.outputs[0], bias, aux, a.workspace, a.stream, a.counters);
+    absl::Status s =
+        gemm->Run(a.inputs[0], a.inputs[1], a.outputs[0], bias, aux, a.workspace, a.stream, a.counters,
+                  GemmLaunchOf(a, a.programmatic));
     nvtxRangePop();
     return s;
   };

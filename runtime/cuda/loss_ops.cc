@@ -341,6 +341,7 @@ absl::StatusOr<CompiledOp> CompileLinearSce(OpCompileContext& ctx) {
     kernels::LinearSceArgs args = base;
     args.x = static_cast<const float*>(a.inputs[0]);
     args.w = static_cast<const float*>(a.inputs[1]);
+    args.w_ready = a.ready(1);
     args.bias = static_cast<const float*>(a.inputs[2]);
     args.labels = a.inputs[3];
     args.dloss = a.inputs[4];
@@ -353,7 +354,7 @@ absl::StatusOr<CompiledOp> CompileLinearSce(OpCompileContext& ctx) {
                                                                 : ws + kernel_ws + loss_ws + dlogits_ws + dx_ws);
     }
     NvtxRange range("LinearSoftmaxCrossEntropyWithGrad");
-    OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchLinearSce(args, a.workspace, a.counters, a.stream));
+    OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchLinearSce(args, a.workspace, a.counters, a.stream, a.programmatic));
     return absl::OkStatus();
   };
   return op;

@@ -574,11 +574,13 @@ absl::Status LtGemm::MakeSliceLayouts(int slices, LtLayout* a, LtLayout* b, LtLa
 }
 
 absl::Status LtGemm::Run(const void* a, const void* b, void* d, const void* bias, void* aux,
-                         void* workspace, cudaStream_t stream, void* counters) const {
+                         void* workspace, cudaStream_t stream, void* counters, const GemmLaunch& launch) const {
   const GemmConfig& c = config_;
   if (ottr_config_ >= 0) {
-    OTTR_CUDA_RETURN_IF_ERROR(
-        kernels::LaunchSmallGemm(ottr_config_, OttrArgs(c, a, b, d, bias, aux, workspace, counters), stream));
+    kernels::SmallGemmArgs args = OttrArgs(c, a, b, d, bias, aux, workspace, counters);
+    args.a_ready = launch.a_ready;
+    args.b_ready = launch.b_ready;
+    OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchSmallGemm(ottr_config_, args, stream, launch.programmatic));
     return absl::OkStatus();
   }
   cublasLtMatmulDesc_t desc = desc_.get();
@@ -592,7 +594,7 @@ absl::Status LtGemm::Run(const void* a, const void* b, void* d, const void* bias
                                              partial, slice_d_layout_.get(), &algo_, lt_workspace,
                                              workspace_bytes_ - partial_bytes, stream));
     OTTR_CUDA_RETURN_IF_ERROR(
-        kernels::SumKSlices(partial, slices_, static_cast<float*>(d), c.m, c.n, c.ldc, stream));
+        kernels::SumKSlices(partial, slices_, static_cast<float*>(d), c.m, c.n, c.ldc, stream, launch.programmatic));
     return absl::OkStatus();
   }
   if (HasBias(c.epilogue)) {

@@ -107,6 +107,12 @@ struct GemmConfig {
 bool OttrGemmEligible(const GemmConfig& c, bool tf32);
 inline constexpr int64_t kOttrGemmMaxMacs = int64_t{1} << 27;
 
+// How a product's kernels are launched (LaunchArgs::programmatic and ::ready_inputs).
+struct GemmLaunch {
+  bool programmatic = false;
+  bool a_ready = false, b_ready = false;  // no earlier launch of the step writes A / B
+};
+
 class LtGemm {
  public:
   static absl::StatusOr<std::unique_ptr<LtGemm>> Create(CudaLibraries& libs, const GemmConfig& c);
@@ -117,9 +123,10 @@ class LtGemm {
   int64_t counter_bytes() const { return counter_bytes_; }
   // Enqueues the product. `d` is also C when beta != 0. `bias` / `aux` as the epilogue needs.
   // `counters`: counter_bytes() of them, or null (ottr's DRELU_BGRAD then adds its partial bias
-  // gradients in a second kernel).
-  absl::Status Run(const void* a, const void* b, void* d, const void* bias, void* aux,
-                   void* workspace, cudaStream_t stream, void* counters = nullptr) const;
+  // gradients in a second kernel). `launch`: ottr's kernels of the product may start while the
+  // kernel before them on `stream` ends (cuBLASLt's never do) and prefetch the ready operands.
+  absl::Status Run(const void* a, const void* b, void* d, const void* bias, void* aux, void* workspace,
+                   cudaStream_t stream, void* counters = nullptr, const GemmLaunch& launch = {}) const;
   const GemmConfig& config() const { return config_; }
   // The configuration of ottr's small TF32 kernel when it runs this GEMM, else -1 (cuBLASLt).
   int ottr_config() const { return ottr_config_; }

@@ -186,7 +186,7 @@ absl::StatusOr<CompiledOp> CompileLayerNorm(OpCompileContext& ctx) {
     op.launch = [inner](const LaunchArgs& a) -> absl::Status {
       std::vector<void*> outs = a.outputs;
       outs[0] = a.workspace;
-      return inner(LaunchArgs{a.inputs, outs, a.workspace, a.stream, a.counters, a.state});
+      return inner(LaunchArgs{a.inputs, outs, a.workspace, a.stream, a.counters, a.state, a.programmatic, a.ready_inputs});
     };
   }
   return op;

@@ -108,7 +108,7 @@ absl::StatusOr<CompiledOp> CompileAdamUpdate(OpCompileContext& ctx) {
     kernels::OptimizerScalars s = types;
     s.lr = a.inputs[2];
     s.step = a.inputs[3];
-    OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchPackedAdam(&e, 1, dtype, h, s, a.stream));
+    OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchPackedAdam(&e, 1, dtype, h, s, a.stream, a.programmatic));
     return absl::OkStatus();
   };
   return op;
@@ -142,7 +142,7 @@ absl::StatusOr<CompiledOp> CompileSgdUpdate(OpCompileContext& ctx) {
     kernels::OptimizerScalars s = types;
     s.lr = a.inputs[2];
     s.step = a.inputs[3];
-    OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchPackedSgd(&e, 1, dtype, h, s, a.stream));
+    OTTR_CUDA_RETURN_IF_ERROR(kernels::LaunchPackedSgd(&e, 1, dtype, h, s, a.stream, a.programmatic));
     return absl::OkStatus();
   };
   return op;
@@ -262,8 +262,8 @@ absl::StatusOr<CompiledOp> CompileUpdateN(OpCompileContext& ctx, bool adam) {
       s.grad_scale = a.inputs[scale_in];
       s.grad_scale_dtype = scale_dtype;
     }
-    OTTR_CUDA_RETURN_IF_ERROR(adam ? kernels::LaunchPackedAdam(e.data(), n, dtype, ah, s, a.stream)
-                                   : kernels::LaunchPackedSgd(e.data(), n, dtype, sh, s, a.stream));
+    OTTR_CUDA_RETURN_IF_ERROR(adam ? kernels::LaunchPackedAdam(e.data(), n, dtype, ah, s, a.stream, a.programmatic)
+                                   : kernels::LaunchPackedSgd(e.data(), n, dtype, sh, s, a.stream, a.programmatic));
     return absl::OkStatus();
   };
   return op;

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "ir/fused_gemm.h"
 #include "importer/onnx_importer.h"
@@ -560,6 +561,79 @@ TEST_F(CudaTrainingTest, GraphReplayEqualsEagerLaunches) {
     for (size_t i = 0; i < ra->size(); ++i) EXPECT_TRUE((*ra)[i].BitwiseEquals((*rb)[i])) << "step " << k;
   }
   EXPECT_GT((*a)->stats().launches_per_step, 0);
+}
+
+// Programmatic dependent launches (CudaExecutorOptions::programmatic_launch, kernels/pdl.cuh)
+// compute exactly what ordinary launches compute, step after step, in the CUDA Graph and eagerly,
+// on the benchmark's TF32 pipeline: ottr's small GEMM (where the autotuner picks it) and its
+// bias-gradient finish, the fused classifier and loss, the ReLU backward with its bias gradient,
+// the k-slice sum and the grouped Adam each wait in the kernel for the launch before;
+// a kernel that read or wrote before that wait would race with it and differ here (the kernels
+// are deterministic, so any difference is a race). The captured step must have programmatic edges
+// (else this compares ordinary launches with themselves).
+TEST_F(CudaTrainingTest, ProgrammaticLaunchesEqualOrdinaryOnes) {
+  struct Model {
+    const char* path;
+    std::vector<int64_t> dims;
+    int64_t batch;
+  };
+  for (const Model& m : {Model{"models/mlp/model.onnx", {784}, 128}, Model{"models/mlp/model.onnx", {784}, 4096},
+                         Model{"models/cnn/model.onnx", {1, 28, 28}, 64}}) {
+    SCOPED_TRACE(absl::StrCat(m.path, " batch ", m.batch));
+    auto forward = importer::ImportModelFile(testing::SourcePath(m.path));
+    ASSERT_TRUE(forward.ok()) << forward.status();
+    passes::TrainingSpec spec;
+    spec.batch = m.batch;
+    spec.precision = passes::Precision::kTf32;
+    spec.multi_tensor_updates = true;
+    spec.fuse_epilogues = true;
+    spec.channels_last = true;
+    spec.narrow_exact_ops = true;
+    spec.kmajor_gemm_operands = true;
+    spec.pad_tf32_gemms = true;
+    spec.optimizer_low_copies = true;
+    auto step = passes::BuildTrainingGraph(**forward, spec);
+    ASSERT_TRUE(step.ok()) << step.status();
+    cuda::CudaExecutorOptions plain, graph_pdl, eager_pdl;
+    plain.programmatic_launch = false;
+    graph_pdl.programmatic_launch = true;
+    eager_pdl.programmatic_launch = true;
+    eager_pdl.use_cuda_graph = false;
+    auto a = cuda::CudaExecutor::Create(**step, plain);
+    auto b = cuda::CudaExecutor::Create(**step, graph_pdl);
+    auto c = cuda::CudaExecutor::Create(**step, eager_pdl);
+    ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+    runtime::TensorMap feeds;
+    std::vector<int64_t> dims = {m.batch};
+    dims.insert(dims.end(), m.dims.begin(), m.dims.end());
+    feeds[passes::kLabelsInput] = testing::RandomInt64({m.batch}, 61, 0, 9);
+    feeds[passes::kLrInput] = ir::Tensor::Scalar<float>(1e-3f);
+    for (int k = 0; k < 3; ++k) {
+      feeds[(*forward)->inputs()[0]->name()] = testing::RandomFloat(dims, 200 + k, -1.0f, 1.0f);
+      auto ra = (*a)->Run(feeds);
+      auto rb = (*b)->Run(feeds);
+      auto rc = (*c)->Run(feeds);
+      ASSERT_TRUE(ra.ok() && rb.ok() && rc.ok()) << ra.status() << rb.status() << rc.status();
+      for (size_t i = 0; i < ra->size(); ++i) {
+        EXPECT_TRUE((*ra)[i].BitwiseEquals((*rb)[i])) << "graph, step " << k << " output " << (*step)->outputs()[i]->name();
+        EXPECT_TRUE((*ra)[i].BitwiseEquals((*rc)[i])) << "eager, step " << k << " output " << (*step)->outputs()[i]->name();
+      }
+    }
+    for (const ir::StateUpdate& u : (*step)->updates()) {
+      const ir::Tensor* sa = (*a)->State(u.target->name());
+      const ir::Tensor* sb = (*b)->State(u.target->name());
+      const ir::Tensor* sc = (*c)->State(u.target->name());
+      ASSERT_TRUE(sa != nullptr && sb != nullptr && sc != nullptr);
+      EXPECT_TRUE(sa->BitwiseEquals(*sb)) << u.target->name();
+      EXPECT_TRUE(sa->BitwiseEquals(*sc)) << u.target->name();
+    }
+    std::printf("  %s batch %lld: %lld programmatic edges in a step of %lld launches\n", m.path,
+                static_cast<long long>(m.batch), static_cast<long long>((*b)->stats().programmatic_edges),
+                static_cast<long long>((*b)->stats().launches_per_step));
+    EXPECT_GT((*b)->stats().programmatic_edges, 0) << "no launch of the step was programmatic";
+    EXPECT_EQ((*a)->stats().programmatic_edges, 0);
+    EXPECT_EQ((*a)->stats().launches_per_step, (*b)->stats().launches_per_step);
+  }
 }
 
 // The step spread over 4 streams (CudaExecutorOptions::streams; graph capture and eager

@@ -94,9 +94,10 @@ struct ReluBiasGradPlan {
 ReluBiasGradPlan MakeReluBiasGradPlan(int type, int64_t rows, int64_t cols,
                                       bool transposed = false);  // activation_grad.cu
 inline int64_t ReluBiasGradWorkspaceBytes(const ReluBiasGradPlan& p) { return p.row_blocks * p.cols * p.acc_bytes; }
+// `programmatic`: launched so it may start while the kernel before it ends (kernels/pdl.cuh).
 using ReluBiasGradFn = cudaError_t (*)(const ReluBiasGradPlan& p, const void* dy, const void* y, void* dx,
                                        void* db, void* dxt, void* workspace, unsigned* counters,
-                                       cudaStream_t stream);
+                                       cudaStream_t stream, bool programmatic);
 ReluBiasGradFn FindReluGradBiasGrad(int type, int bias_type);  // activation_grad.cu; null if unsupported
 
 // LinearReluGrad(dZ, W, Y) -> (dX, dB[, dW, dBz]), float32 (ir/ops/fused_ops.cc): dZ [rows, k],

@@ -8,6 +8,7 @@
 
 #include "runtime/cuda/kernels/elementwise_device.h"
 #include "runtime/cuda/kernels/mma_tf32.cuh"
+#include "runtime/cuda/kernels/pdl.cuh"
 
 namespace ottr::cuda::kernels {
 namespace {
@@ -348,6 +349,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   __shared__ __align__(16) unsigned char tile_bytes[kTrans ? kRelTileRows * kPitch * sizeof(T) : 16];
   __shared__ bool last;
   T* tile = reinterpret_cast<T*>(tile_bytes);
+  WaitForPriorGrids();  // pdl.cuh: dY is the launch before's output
+  LetDependentsLaunch();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t strip0 = static_cast<int64_t>(blockIdx.x) * kStrip;
   const int64_t c0 = strip0 + static_cast<int64_t>(lane) * V;
@@ -449,7 +452,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 template <typename T, typename B>
 cudaError_t ReluGradBiasGradEntry(const ReluBiasGradPlan& p, const void* dy, const void* y, void* dx, void* db,
-                                  void* dxt, void* workspace, unsigned* counters, cudaStream_t stream) {
+                                  void* dxt, void* workspace, unsigned* counters, cudaStream_t stream,
+                                  bool programmatic) {
   if (p.cols <= 0) return cudaSuccess;
   if (workspace == nullptr || counters == nullptr || p.strips <= 0 || p.row_blocks <= 0 ||
       p.transposed != (dxt != nullptr) || (dx == nullptr && dxt == nullptr)) {
@@ -466,14 +470,12 @@ cudaError_t ReluGradBiasGradEntry(const ReluBiasGradPlan& p, const void* dy, con
   T* pdx = static_cast<T*>(dx);
   T* pdxt = static_cast<T*>(dxt);
   B* pdb = static_cast<B*>(db);
-  if (vec && p.transposed) {
-    ReluGradBiasGradKernel<T, B, true, true><<<grid, kThreads, 0, stream>>>(p, pdy, py, pdx, pdb, pdxt, part, counters, op);
-  } else if (vec) {
-    ReluGradBiasGradKernel<T, B, true, false><<<grid, kThreads, 0, stream>>>(p, pdy, py, pdx, pdb, pdxt, part, counters, op);
-  } else {
-    ReluGradBiasGradKernel<T, B, false, false><<<grid, kThreads, 0, stream>>>(p, pdy, py, pdx, pdb, pdxt, part, counters, op);
-  }
-  return cudaGetLastError();
+  auto* kernel = vec && p.transposed ? ReluGradBiasGradKernel<T, B, true, true>
+                 : vec              ? ReluGradBiasGradKernel<T, B, true, false>
+                                    : ReluGradBiasGradKernel<T, B, false, false>;
+  const cudaError_t e =
+      LaunchKernel(programmatic, kernel, grid, dim3(kThreads), 0, stream, p, pdy, py, pdx, pdb, pdxt, part, counters, op);
+  return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 

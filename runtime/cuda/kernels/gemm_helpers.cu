@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "runtime/cuda/kernels/pdl.cuh"
+
 namespace ottr::cuda::kernels {
 namespace {
 
@@ -20,6 +22,8 @@ __global__ void BroadcastKernel(const T* c, T* d, int64_t m, int64_t n, int64_t 
 template <bool kVec>
 __global__ void SumKSlicesKernel(const float* __restrict__ partial, int slices, float* __restrict__ d, int64_t m,
                                  int64_t n, int64_t ldd) {
+  WaitForPriorGrids();  // pdl.cuh
+  LetDependentsLaunch();
   constexpr int kW = kVec ? 4 : 1;
   const int64_t per_row = n / kW, total = m * per_row, mn = m * n;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
@@ -47,19 +51,16 @@ __global__ void SumKSlicesKernel(const float* __restrict__ partial, int slices, 
 }  // namespace
 
 cudaError_t SumKSlices(const float* partial, int slices, float* d, int64_t m, int64_t n, int64_t ldd,
-                       cudaStream_t stream) {
+                       cudaStream_t stream, bool programmatic) {
   if (m == 0 || n == 0) return cudaSuccess;
   const bool vec = n % 4 == 0 && ldd % 4 == 0 && reinterpret_cast<uintptr_t>(partial) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(d) % 16 == 0;
   const int64_t work = m * (vec ? n / 4 : n);
   const int threads = 256;
   const int blocks = static_cast<int>(std::min<int64_t>((work + threads - 1) / threads, 4096));
-  if (vec) {
-    SumKSlicesKernel<true><<<blocks, threads, 0, stream>>>(partial, slices, d, m, n, ldd);
-  } else {
-    SumKSlicesKernel<false><<<blocks, threads, 0, stream>>>(partial, slices, d, m, n, ldd);
-  }
-  return cudaGetLastError();
+  const cudaError_t e = LaunchKernel(programmatic, vec ? SumKSlicesKernel<true> : SumKSlicesKernel<false>,
+                                     dim3(blocks), dim3(threads), 0, stream, partial, slices, d, m, n, ldd);
+  return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 cudaError_t BroadcastToMatrix(const void* c, void* d, int64_t m, int64_t n, int64_t row_stride,

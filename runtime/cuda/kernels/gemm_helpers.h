@@ -15,8 +15,9 @@ cudaError_t BroadcastToMatrix(const void* c, void* d, int64_t m, int64_t n, int6
 
 // d[i, j] = Σ_s partial[s·m·n + i·n + j] for s = 0..slices-1 in that order (float32; d's rows
 // `ldd` apart, the partials packed): the sum of a GEMM's k-slices (LtGemm), deterministic.
+// `programmatic`: launched so it may start while the kernel before it ends (kernels/pdl.cuh).
 cudaError_t SumKSlices(const float* partial, int slices, float* d, int64_t m, int64_t n, int64_t ldd,
-                       cudaStream_t stream);
+                       cudaStream_t stream, bool programmatic = false);
 
 }  // namespace ottr::cuda::kernels
 

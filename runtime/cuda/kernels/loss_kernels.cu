@@ -15,6 +15,7 @@
 
 #include "ir/linear_sce_layout.h"
 #include "runtime/cuda/kernels/norm_common.cuh"
+#include "runtime/cuda/kernels/pdl.cuh"
 #include "runtime/cuda/kernels/sce_math.cuh"
 
 namespace ottr::cuda::kernels {
@@ -496,19 +497,26 @@ SceForwardPlan PlanSceForward(int64_t n, int64_t c) {
 // Launches an SCE forward kernel on p.grid blocks; `cooperative`: every block resident at once
 // (the grid capped at what the device holds; the kernels loop over their rows), as the one-launch
 // loss and gradient wait for all blocks' label counts.
+// `programmatic` (kernels that follow pdl.cuh's rules): it may start while the kernel before it
+// ends; cooperative grids only with OTTR_PDL_COOP=1 (being measured).
 template <typename... P, typename... A>
-cudaError_t LaunchSce(void (*kernel)(P...), SceForwardPlan p, bool cooperative, cudaStream_t s, A&&... args) {
+cudaError_t LaunchSce(void (*kernel)(P...), SceForwardPlan p, bool cooperative, cudaStream_t s, bool programmatic,
+                      A&&... args) {
   cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr = {};
+  cudaLaunchAttribute attrs[2] = {};
+  cfg.attrs = attrs;
   if (cooperative) {
     int per_sm = 0;
     const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, p.threads, p.smem);
     if (e != cudaSuccess) return e;
     p.grid = std::max(1, std::min(p.grid, per_sm * nl::SmCount()));
-    attr.id = cudaLaunchAttributeCooperative;
-    attr.val.cooperative = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
+    attrs[cfg.numAttrs].id = cudaLaunchAttributeCooperative;
+    attrs[cfg.numAttrs++].val.cooperative = 1;
+  }
+  static const bool coop_pdl = std::getenv("OTTR_PDL_COOP") != nullptr && std::atoi(std::getenv("OTTR_PDL_COOP")) != 0;
+  if (programmatic && (!cooperative || coop_pdl)) {
+    attrs[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[cfg.numAttrs++].val.programmaticStreamSerializationAllowed = 1;
   }
   cfg.gridDim = dim3(static_cast<unsigned>(p.grid));
   cfg.blockDim = dim3(static_cast<unsigned>(p.threads));
@@ -528,11 +536,11 @@ cudaError_t LaunchSceWarp(const SceForwardPlan& p, const T* x, const void* label
                           const SceScaleSource& scale, const SceBiasGrad& bg, cudaStream_t s) {
   if constexpr (kHasBgrad<T, G>) {
     if (bg.out != nullptr) {
-      return LaunchSce(SceForwardWarpKernel<T, G, kWidth, kPerLane, true>, p, NeedsCooperative(scale, true), s, x, labels, l64,
+      return LaunchSce(SceForwardWarpKernel<T, G, kWidth, kPerLane, true>, p, NeedsCooperative(scale, true), s, false, x, labels, l64,
                        lp, loss, partial, n, static_cast<int>(c), ld, ignore, eps, dx, scale, bg);
     }
   }
-  return LaunchSce(SceForwardWarpKernel<T, G, kWidth, kPerLane, false>, p, NeedsCooperative(scale, false), s, x, labels, l64,
+  return LaunchSce(SceForwardWarpKernel<T, G, kWidth, kPerLane, false>, p, NeedsCooperative(scale, false), s, false, x, labels, l64,
                    lp, loss, partial, n, static_cast<int>(c), ld, ignore, eps, dx, scale, bg);
 }
 
@@ -576,11 +584,11 @@ cudaError_t SceForwardTyped(const void* xv, const void* labels, bool l64, void* 
   if (p.block_rows) {
     if (bg.out != nullptr) {
       if constexpr (kHasBgrad<T, G>) {
-        err = LaunchSce(SceForwardBlockKernel<T, G, true>, p, NeedsCooperative(scale, true), s, x, labels, l64, lp, loss,
+        err = LaunchSce(SceForwardBlockKernel<T, G, true>, p, NeedsCooperative(scale, true), s, false, x, labels, l64, lp, loss,
                         partial, n, c, ld, ignore, eps, dx, scale, bg);
       }
     } else {
-      err = LaunchSce(SceForwardBlockKernel<T, G, false>, p, NeedsCooperative(scale, false), s, x, labels, l64, lp, loss,
+      err = LaunchSce(SceForwardBlockKernel<T, G, false>, p, NeedsCooperative(scale, false), s, false, x, labels, l64, lp, loss,
                       partial, n, c, ld, ignore, eps, dx, scale, bg);
     }
   } else {
@@ -677,15 +685,22 @@ __global__ void __launch_bounds__(kLinWarps * 32)
   float* cw = sums ? ws + (c + kLinWarps * kRows + warp) * k_len : nullptr;
   uint8_t* mw = reinterpret_cast<uint8_t*>(ws + (c + kLinWarps * (kRows + (sums ? 1 : 0))) * k_len) +
                 warp * kRows * a.mask_ld;
-  // The weight's first c rows (classes), by the whole block.
-  if constexpr (kVec) {
-    for (int i = threadIdx.x; i < c * k_len / 4; i += blockDim.x) CpAsync16(ws + 4 * i, a.w + 4 * i);
-  } else {
-    for (int i = threadIdx.x; i < c * k_len; i += blockDim.x) {
-      const int j = i / k_len, k = i - j * k_len;
-      ws[i] = __ldg(a.w + (a.trans_b ? static_cast<int64_t>(i) : static_cast<int64_t>(k) * ldc + j));
+  // The weight's first c rows (classes), by the whole block; in a programmatic launch (pdl.cuh)
+  // before the wait for the kernel before when no earlier launch of the step writes it.
+  auto copy_w = [&] {
+    if constexpr (kVec) {
+      for (int i = threadIdx.x; i < c * k_len / 4; i += blockDim.x) CpAsync16(ws + 4 * i, a.w + 4 * i);
+    } else {
+      for (int i = threadIdx.x; i < c * k_len; i += blockDim.x) {
+        const int j = i / k_len, k = i - j * k_len;
+        ws[i] = __ldg(a.w + (a.trans_b ? static_cast<int64_t>(i) : static_cast<int64_t>(k) * ldc + j));
+      }
     }
-  }
+  };
+  if (a.w_ready) copy_w();
+  WaitForPriorGrids();  // x, the mask and the scale are earlier launches' outputs
+  LetDependentsLaunch();
+  if (!a.w_ready) copy_w();
   if (sums) {
     for (int k = lane; k < k_len; k += 32) cw[k] = 0.0f;
   }
@@ -908,12 +923,13 @@ __global__ void __launch_bounds__(kLinWarps * 32)
 
 template <int kMaxC, bool kVec, int kRows>
 cudaError_t LaunchLinearSceAs(const LinearSceArgs& a, SceForwardPlan p, bool coop, double* partial,
-                              const SceScaleSource& src, SceSync* sync, const SceBiasGrad& bg, cudaStream_t s) {
+                              const SceScaleSource& src, SceSync* sync, const SceBiasGrad& bg, cudaStream_t s,
+                              bool programmatic) {
   static const cudaError_t attr = cudaFuncSetAttribute(LinearSceKernel<kMaxC, kVec, kRows>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                        static_cast<int>(ir::kLinearSceMaxSmemBytes));
   if (attr != cudaSuccess) return attr;
-  return LaunchSce(LinearSceKernel<kMaxC, kVec, kRows>, p, coop, s, a, partial, src, sync, bg);
+  return LaunchSce(LinearSceKernel<kMaxC, kVec, kRows>, p, coop, s, programmatic, a, partial, src, sync, bg);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1251,7 +1267,8 @@ int64_t LinearSceWorkspaceBytes(int64_t n, int64_t k, bool col_sums) {
 
 int64_t LinearSceCounterBytes() { return sizeof(SceSync); }
 
-cudaError_t LaunchLinearSce(const LinearSceArgs& in, void* workspace, void* counters, cudaStream_t stream) {
+cudaError_t LaunchLinearSce(const LinearSceArgs& in, void* workspace, void* counters, cudaStream_t stream,
+                            bool programmatic) {
   LinearSceArgs a = in;
   if (a.ldc == 0) a.ldc = a.c;
   const bool col_sums = a.dbias != nullptr;
@@ -1289,13 +1306,13 @@ cudaError_t LaunchLinearSce(const LinearSceArgs& in, void* workspace, void* coun
   }
   cudaError_t err;
   if (multi) {
-    err = LaunchLinearSceAs<16, true, kLinRows>(a, p, coop, partial, src, sync, bg, stream);
+    err = LaunchLinearSceAs<16, true, kLinRows>(a, p, coop, partial, src, sync, bg, stream, programmatic);
   } else if (a.c <= 16) {
-    err = vec ? LaunchLinearSceAs<16, true, 1>(a, p, coop, partial, src, sync, bg, stream)
-              : LaunchLinearSceAs<16, false, 1>(a, p, coop, partial, src, sync, bg, stream);
+    err = vec ? LaunchLinearSceAs<16, true, 1>(a, p, coop, partial, src, sync, bg, stream, programmatic)
+              : LaunchLinearSceAs<16, false, 1>(a, p, coop, partial, src, sync, bg, stream, programmatic);
   } else {
-    err = vec ? LaunchLinearSceAs<32, true, 1>(a, p, coop, partial, src, sync, bg, stream)
-              : LaunchLinearSceAs<32, false, 1>(a, p, coop, partial, src, sync, bg, stream);
+    err = vec ? LaunchLinearSceAs<32, true, 1>(a, p, coop, partial, src, sync, bg, stream, programmatic)
+              : LaunchLinearSceAs<32, false, 1>(a, p, coop, partial, src, sync, bg, stream, programmatic);
   }
   if (err != cudaSuccess) return err;
   return cudaGetLastError();

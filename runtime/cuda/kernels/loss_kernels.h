@@ -100,10 +100,15 @@ struct LinearSceArgs {
   bool trans_b = true;
   int64_t ignore_index = -100;
   float label_smoothing = 0.0f;
+  // No earlier launch of the step writes w (LaunchArgs::ready_inputs): a programmatic launch copies
+  // it before it waits for the kernel before it (kernels/pdl.cuh).
+  bool w_ready = false;
 };
 int64_t LinearSceWorkspaceBytes(int64_t n, int64_t k, bool col_sums);
 int64_t LinearSceCounterBytes();
-cudaError_t LaunchLinearSce(const LinearSceArgs& a, void* workspace, void* counters, cudaStream_t stream);
+// `programmatic`: launched so it may start while the kernel before it ends (kernels/pdl.cuh).
+cudaError_t LaunchLinearSce(const LinearSceArgs& a, void* workspace, void* counters, cudaStream_t stream,
+                            bool programmatic = false);
 
 // ottr::LinearSceReluGrad (fuse-linear-sce-relu-grad; TF32 steps), one cooperative launch
 // (linear_sce_relu_grad.cu) over Y [n, cols] (a ReLU's output), W [k, cols], bias [k] (or null):

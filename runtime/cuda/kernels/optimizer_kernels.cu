@@ -15,6 +15,7 @@
 
 #include "runtime/cuda/kernels/norm_common.cuh"
 #include "runtime/cuda/kernels/optimizer_elem.cuh"
+#include "runtime/cuda/kernels/pdl.cuh"
 
 namespace ottr::cuda::kernels {
 namespace {
@@ -238,6 +239,8 @@ template <typename T, typename Elem>
 __global__ void __launch_bounds__(256)
     MultiTensorTableKernel(const MultiTensorEntry* __restrict__ table, int num, int64_t total_chunks, Elem op,
                            OptimizerScalars s) {
+  WaitForPriorGrids();  // pdl.cuh: the gradients, the guard and the step are earlier launches' outputs
+  LetDependentsLaunch();
   const bool skip = GuardTripped(s);
   if (!skip) PrepareOnce(op, s);  // skip is the same in every thread
   const Unscale<T> unscale = ReadUnscale<T>(s);
@@ -263,6 +266,8 @@ struct PackedTable {
 template <typename T, typename Elem>
 __global__ void __launch_bounds__(256)
     MultiTensorPackedKernel(const __grid_constant__ PackedTable t, Elem op, OptimizerScalars s) {
+  WaitForPriorGrids();  // pdl.cuh: the gradients, the guard and the step are earlier launches' outputs
+  LetDependentsLaunch();
   const bool skip = GuardTripped(s);
   if (!skip) PrepareOnce(op, s);  // skip is the same in every thread
   const Unscale<T> unscale = ReadUnscale<T>(s);
@@ -341,15 +346,17 @@ int GridForChunks(int64_t chunks) {
 
 template <typename T, typename Elem>
 cudaError_t LaunchPacked(const MultiTensorEntry* entries, int num, const Elem& op, const OptimizerScalars& s,
-                         cudaStream_t stream) {
+                         cudaStream_t stream, bool programmatic) {
   for (int first = 0; first < num; first += kMaxPackedTensors) {
     PackedTable t;
     t.num = std::min(kMaxPackedTensors, num - first);
     for (int i = 0; i < t.num; ++i) t.e[i] = entries[first + i];
     t.total_chunks = FillChunkOffsets(t.e, t.num);
     if (t.total_chunks == 0) continue;
-    MultiTensorPackedKernel<T, Elem><<<GridForChunks(t.total_chunks), 256, 0, stream>>>(t, op, s);
-    const cudaError_t err = cudaGetLastError();
+    // A launch after the first follows it on the stream: programmatic whenever the first was.
+    cudaError_t err = LaunchKernel(programmatic, MultiTensorPackedKernel<T, Elem>, dim3(GridForChunks(t.total_chunks)),
+                                   dim3(256), 0, stream, t, op, s);
+    if (err == cudaSuccess) err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;
@@ -455,16 +462,16 @@ cudaError_t LaunchMultiTensorSgd(const MultiTensorEntry* device_table, int num_t
 }
 
 cudaError_t LaunchPackedAdam(const MultiTensorEntry* host_entries, int num_tensors, int dtype, const AdamHyper& h,
-                             const OptimizerScalars& s, cudaStream_t stream) {
-  if (dtype == nl::kF32) return LaunchPacked<float>(host_entries, num_tensors, MakeAdam<float>(h), s, stream);
-  if (dtype == nl::kF64) return LaunchPacked<double>(host_entries, num_tensors, MakeAdam<double>(h), s, stream);
+                             const OptimizerScalars& s, cudaStream_t stream, bool programmatic) {
+  if (dtype == nl::kF32) return LaunchPacked<float>(host_entries, num_tensors, MakeAdam<float>(h), s, stream, programmatic);
+  if (dtype == nl::kF64) return LaunchPacked<double>(host_entries, num_tensors, MakeAdam<double>(h), s, stream, programmatic);
   return cudaErrorInvalidValue;
 }
 
 cudaError_t LaunchPackedSgd(const MultiTensorEntry* host_entries, int num_tensors, int dtype, const SgdHyper& h,
-                            const OptimizerScalars& s, cudaStream_t stream) {
-  if (dtype == nl::kF32) return LaunchPacked<float>(host_entries, num_tensors, MakeSgd<float>(h), s, stream);
-  if (dtype == nl::kF64) return LaunchPacked<double>(host_entries, num_tensors, MakeSgd<double>(h), s, stream);
+                            const OptimizerScalars& s, cudaStream_t stream, bool programmatic) {
+  if (dtype == nl::kF32) return LaunchPacked<float>(host_entries, num_tensors, MakeSgd<float>(h), s, stream, programmatic);
+  if (dtype == nl::kF64) return LaunchPacked<double>(host_entries, num_tensors, MakeSgd<double>(h), s, stream, programmatic);
   return cudaErrorInvalidValue;
 }
 

@@ -120,11 +120,12 @@ cudaError_t LaunchGemmAdam(const GemmAdamArgs& args, const AdamHyper& h, const O
 // The same updates with the table passed by value as kernel parameters (no device table):
 // up to kMaxPackedTensors tensors per launch, more are split over several launches.
 // `host_entries` need not have first_chunk filled. Used by the single-tensor ottr ops.
+// `programmatic`: launched so it may start while the kernel before it ends (kernels/pdl.cuh).
 constexpr int kMaxPackedTensors = 44;
 cudaError_t LaunchPackedAdam(const MultiTensorEntry* host_entries, int num_tensors, int dtype, const AdamHyper& h,
-                             const OptimizerScalars& s, cudaStream_t stream);
+                             const OptimizerScalars& s, cudaStream_t stream, bool programmatic = false);
 cudaError_t LaunchPackedSgd(const MultiTensorEntry* host_entries, int num_tensors, int dtype, const SgdHyper& h,
-                            const OptimizerScalars& s, cudaStream_t stream);
+                            const OptimizerScalars& s, cudaStream_t stream, bool programmatic = false);
 
 // ottr::AllFinite: *ok = true when no element of the n tensors (float32/float64/float16/bfloat16,
 // types as ONNX codes) is a NaN or an infinity. One memset and one multi-tensor launch per

@@ -3,6 +3,7 @@
 
 #include <type_traits>
 
+#include "runtime/cuda/kernels/pdl.cuh"
 #include "runtime/cuda/kernels/small_gemm.h"
 
 namespace ottr::cuda::kernels {
@@ -122,22 +123,27 @@ struct VecBlock {
   }
 };
 
-template <int BM, int BN, int BK, bool TA, bool TB>
+// The copies of the chunk at k0: A's part when kA, B's when kB; kCommit closes the group.
+template <int BM, int BN, int BK, bool TA, bool TB, bool kA = true, bool kB = true, bool kCommit = true>
 __device__ __forceinline__ void IssueChunk(const SmallGemmArgs& p, int m0, int n0, int k0, float* sa, float* sb,
                                            int lane) {
   using S = Smem<BM, BN, BK, TA, TB, true>;
   const int mr = static_cast<int>(p.m - m0), nr = static_cast<int>(p.n - n0), kr = static_cast<int>(p.k - k0);
-  if (TA) {
-    VecBlock<BK, BM>::Issue(sa, S::kALd, p.a + k0 * p.lda + m0, p.lda, kr, mr, p.a, lane);
-  } else {
-    VecBlock<BM, BK>::Issue(sa, S::kALd, p.a + m0 * p.lda + k0, p.lda, mr, kr, p.a, lane);
+  if (kA) {
+    if (TA) {
+      VecBlock<BK, BM>::Issue(sa, S::kALd, p.a + k0 * p.lda + m0, p.lda, kr, mr, p.a, lane);
+    } else {
+      VecBlock<BM, BK>::Issue(sa, S::kALd, p.a + m0 * p.lda + k0, p.lda, mr, kr, p.a, lane);
+    }
   }
-  if (TB) {
-    VecBlock<BN, BK>::Issue(sb, S::kBLd, p.b + n0 * p.ldb + k0, p.ldb, nr, kr, p.b, lane);
-  } else {
-    VecBlock<BK, BN>::Issue(sb, S::kBLd, p.b + k0 * p.ldb + n0, p.ldb, kr, nr, p.b, lane);
+  if (kB) {
+    if (TB) {
+      VecBlock<BN, BK>::Issue(sb, S::kBLd, p.b + n0 * p.ldb + k0, p.ldb, nr, kr, p.b, lane);
+    } else {
+      VecBlock<BK, BN>::Issue(sb, S::kBLd, p.b + k0 * p.ldb + n0, p.ldb, kr, nr, p.b, lane);
+    }
   }
-  asm volatile("cp.async.commit_group;\n" ::);
+  if (kCommit) asm volatile("cp.async.commit_group;\n" ::);
 }
 
 // acc += the staged chunk (sa, sb), BK deep. `round`: the operands are float32 still (vector
@@ -190,7 +196,18 @@ __global__ void __launch_bounds__(kThreads) SmallGemmKernel(SmallGemmArgs p) {
   const int chunks = static_cast<int>((p.k + BK - 1) / BK);
   if constexpr (kVec) {
     float* stage[2] = {smem + warp * 2 * S::kStageFloats, smem + (warp * 2 + 1) * S::kStageFloats};
-    if (warp < chunks) IssueChunk<BM, BN, BK, TA, TB>(p, m0, n0, warp * BK, stage[0], stage[0] + S::kAFloats, lane);
+    // A programmatic launch (pdl.cuh) copies the first chunk of an operand no earlier launch of the
+    // step writes (a weight) before it waits for the kernel before it, the rest after.
+    const bool first = warp < chunks;
+    float* sa0 = stage[0];
+    float* sb0 = stage[0] + S::kAFloats;
+    if (first && p.a_ready) IssueChunk<BM, BN, BK, TA, TB, true, false, false>(p, m0, n0, warp * BK, sa0, sb0, lane);
+    if (first && p.b_ready) IssueChunk<BM, BN, BK, TA, TB, false, true, false>(p, m0, n0, warp * BK, sa0, sb0, lane);
+    WaitForPriorGrids();
+    LetDependentsLaunch();
+    if (first && !p.a_ready) IssueChunk<BM, BN, BK, TA, TB, true, false, false>(p, m0, n0, warp * BK, sa0, sb0, lane);
+    if (first && !p.b_ready) IssueChunk<BM, BN, BK, TA, TB, false, true, false>(p, m0, n0, warp * BK, sa0, sb0, lane);
+    if (first) asm volatile("cp.async.commit_group;\n" ::);
     int cur = 0;
     for (int c = warp; c < chunks; c += kWarps, cur ^= 1) {
       float* next = stage[cur ^ 1];
@@ -205,6 +222,8 @@ __global__ void __launch_bounds__(kThreads) SmallGemmKernel(SmallGemmArgs p) {
       __syncwarp();  // the stage is copied into again two chunks later
     }
   } else {
+    WaitForPriorGrids();  // pdl.cuh
+    LetDependentsLaunch();
     float* sa = smem + warp * S::kStageFloats;
     float* sb = sa + S::kAFloats;
     Chunk<BM, BN, BK, TA, TB> chunk;
@@ -331,6 +350,8 @@ __global__ void __launch_bounds__(kThreads) SmallGemmKernel(SmallGemmArgs p) {
 
 // bias_grad[j] = Σ_t partial[t, j] in tile order (kDReluBgrad over several row tiles).
 __global__ void BiasGradFinalizeKernel(const float* __restrict__ partial, int tiles, int64_t n, float* __restrict__ out) {
+  WaitForPriorGrids();
+  LetDependentsLaunch();
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= n) return;
   float s = 0.0f;
@@ -365,18 +386,18 @@ cudaError_t Prepare() {
 }
 
 template <int BM, int BN, int BK, bool TA, bool TB>
-cudaError_t Launch(const SmallGemmArgs& p, cudaStream_t stream) {
+cudaError_t Launch(const SmallGemmArgs& p, cudaStream_t stream, bool programmatic) {
   const dim3 grid(static_cast<unsigned>((p.n + BN - 1) / BN), static_cast<unsigned>((p.m + BM - 1) / BM));
-  if (VectorPath(p)) {
-    SmallGemmKernel<BM, BN, BK, TA, TB, true><<<grid, kThreads, Smem<BM, BN, BK, TA, TB, true>::kBytes, stream>>>(p);
-  } else {
-    SmallGemmKernel<BM, BN, BK, TA, TB, false><<<grid, kThreads, Smem<BM, BN, BK, TA, TB, false>::kBytes, stream>>>(p);
+  cudaError_t e = VectorPath(p) ? kernels::LaunchKernel(programmatic, SmallGemmKernel<BM, BN, BK, TA, TB, true>, grid,
+                                                  dim3(kThreads), Smem<BM, BN, BK, TA, TB, true>::kBytes, stream, p)
+                                : kernels::LaunchKernel(programmatic, SmallGemmKernel<BM, BN, BK, TA, TB, false>, grid,
+                                                  dim3(kThreads), Smem<BM, BN, BK, TA, TB, false>::kBytes, stream, p);
+  if (e == cudaSuccess && p.epilogue == SmallGemmEpilogue::kDReluBgrad && grid.y > 1 && p.tile_counters == nullptr) {
+    // Right behind the GEMM on the same stream: programmatic whenever the GEMM was.
+    e = kernels::LaunchKernel(programmatic, BiasGradFinalizeKernel, dim3(static_cast<unsigned>((p.n + 255) / 256)),
+                        dim3(256), 0, stream, p.bias_grad_partial, static_cast<int>(grid.y), p.n, p.bias_grad);
   }
-  if (p.epilogue == SmallGemmEpilogue::kDReluBgrad && grid.y > 1 && p.tile_counters == nullptr) {
-    BiasGradFinalizeKernel<<<static_cast<unsigned>((p.n + 255) / 256), 256, 0, stream>>>(
-        p.bias_grad_partial, static_cast<int>(grid.y), p.n, p.bias_grad);
-  }
-  return cudaGetLastError();
+  return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 template <int BM, int BN, int BK, bool TA, bool TB>
@@ -385,7 +406,9 @@ struct PrepareF {
 };
 template <int BM, int BN, int BK, bool TA, bool TB>
 struct LaunchF {
-  static cudaError_t Run(const SmallGemmArgs& p, cudaStream_t s) { return Launch<BM, BN, BK, TA, TB>(p, s); }
+  static cudaError_t Run(const SmallGemmArgs& p, cudaStream_t s, bool programmatic) {
+    return Launch<BM, BN, BK, TA, TB>(p, s, programmatic);
+  }
 };
 
 // Calls F<BM, BN, BK, TA, TB>::Run(args...) for the runtime tile and transposes.
@@ -445,9 +468,9 @@ cudaError_t PrepareSmallGemm(int config, bool trans_a, bool trans_b) {
   return ForTile<PrepareF>(config, trans_a, trans_b);
 }
 
-cudaError_t LaunchSmallGemm(int config, const SmallGemmArgs& args, cudaStream_t stream) {
+cudaError_t LaunchSmallGemm(int config, const SmallGemmArgs& args, cudaStream_t stream, bool programmatic) {
   if (!SmallGemmConfigFits(config, args)) return cudaErrorInvalidValue;
-  return ForTile<LaunchF>(config, args.trans_a, args.trans_b, args, stream);
+  return ForTile<LaunchF>(config, args.trans_a, args.trans_b, args, stream, programmatic);
 }
 
 }  // namespace ottr::cuda::kernels

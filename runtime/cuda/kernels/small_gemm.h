@@ -60,6 +60,9 @@ struct SmallGemmArgs {
   float* bias_grad_partial = nullptr;
   // SmallGemmCounterBytes of zeros (one per column strip), left zero by the launch; or null.
   unsigned* tile_counters = nullptr;
+  // No earlier launch of the step writes A / B (LaunchArgs::ready_inputs): a programmatic launch
+  // copies their first chunks before it waits for the kernel before it (kernels/pdl.cuh).
+  bool a_ready = false, b_ready = false;
 };
 
 // The configurations (CTA tile BM x BN, chunk depth BK of K) the kernel is built for; LtGemm
@@ -75,7 +78,9 @@ int64_t SmallGemmWorkspaceBytes(int config, const SmallGemmArgs& args);
 // Counters `config` uses for `args` when it is given them (SmallGemmArgs::tile_counters), bytes.
 int64_t SmallGemmCounterBytes(int config, const SmallGemmArgs& args);
 cudaError_t PrepareSmallGemm(int config, bool trans_a, bool trans_b);
-cudaError_t LaunchSmallGemm(int config, const SmallGemmArgs& args, cudaStream_t stream);
+// `programmatic`: launched with programmatic stream serialization (kernels/pdl.cuh), so it may
+// start while the kernel before it on `stream` ends.
+cudaError_t LaunchSmallGemm(int config, const SmallGemmArgs& args, cudaStream_t stream, bool programmatic = false);
 
 }  // namespace ottr::cuda::kernels
 
