@@ -317,23 +317,6 @@ struct Copy {
   int64_t bytes;
 };
 
-// Whether the next launch on `stream` follows exactly one kernel: while capturing, the stream's
-// dependency set is that one kernel node (a programmatic edge joins kernel nodes only; after a
-// memset or copy the launch stays ordinary); outside a capture, true (the stream's order).
-bool FollowsOneKernel(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  const cudaGraphNode_t* deps = nullptr;
-  const cudaGraphEdgeData* edges = nullptr;
-  size_t n = 0;
-  if (cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &deps, &edges, &n) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  if (status != cudaStreamCaptureStatusActive) return status == cudaStreamCaptureStatusNone;
-  cudaGraphNodeType type;
-  return n == 1 && cudaGraphNodeGetType(deps[0], &type) == cudaSuccess && type == cudaGraphNodeTypeKernel;
-}
-
 }  // namespace
 
 bool CudaDeviceAvailable() {
@@ -430,6 +413,15 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const ir::Gra
   impl->source = &graph;
   impl->options = options;
   OTTR_ASSIGN_OR_RETURN(impl->libs, CudaLibraries::Create(options.tf32, options.algo_cache_file));
+  bool programmatic = options.programmatic_launch;
+  if (const char* env = std::getenv("OTTR_PDL")) programmatic = std::atoi(env) != 0;
+  if (programmatic) {
+    int major = 0;
+    OTTR_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, impl->libs->device()));
+    programmatic = major >= 9;
+  }
+  impl->programmatic = programmatic;
+  impl->libs->set_programmatic(programmatic);
   // The main stream (the step's critical path: forward, loss, the data-gradient chain) at the
   // highest priority; side streams (CudaExecutorOptions::streams) at the lowest, so that a side
   // branch's kernels fill the SMs the main stream leaves idle instead of delaying it.
@@ -560,13 +552,7 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
   // the H200 the small MLP's data gradient dX1 waited for the weight gradient dW1 so).
   int want_streams = options.streams;
   if (const char* env = std::getenv("OTTR_STREAMS")) want_streams = std::max(1, std::atoi(env));
-  programmatic = options.programmatic_launch;
-  if (const char* env = std::getenv("OTTR_PDL")) programmatic = std::atoi(env) != 0;
-  if (programmatic) {
-    int major = 0;
-    OTTR_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, libs->device()));
-    programmatic = major >= 9;
-  }
+
   want_streams = std::min(want_streams, 8);
   absl::flat_hash_map<const ir::Node*, int64_t> workspace_of;
   int64_t stream_workspace = 0;

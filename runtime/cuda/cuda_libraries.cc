@@ -10,6 +10,20 @@
 
 namespace ottr::cuda {
 
+bool FollowsOneKernel(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaGraphNode_t* deps = nullptr;
+  const cudaGraphEdgeData* edges = nullptr;
+  size_t n = 0;
+  if (cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &deps, &edges, &n) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  if (status != cudaStreamCaptureStatusActive) return status == cudaStreamCaptureStatusNone;
+  cudaGraphNodeType type;
+  return n == 1 && cudaGraphNodeGetType(deps[0], &type) == cudaSuccess && type == cudaGraphNodeTypeKernel;
+}
+
 absl::StatusOr<std::unique_ptr<CudaLibraries>> CudaLibraries::Create(bool tf32,
                                                                      std::string algo_cache_file) {
   auto libs = std::unique_ptr<CudaLibraries>(new CudaLibraries());

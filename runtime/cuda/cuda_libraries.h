@@ -59,6 +59,12 @@ using Event = Handle<cudaEvent_t, cudaEventDestroy>;
 using GraphExec = Handle<cudaGraphExec_t, cudaGraphExecDestroy>;
 using CudaGraph = Handle<cudaGraph_t, cudaGraphDestroy>;
 
+// Whether the next launch on `stream` follows exactly one kernel, so it may be launched
+// programmatically (kernels/pdl.cuh): while capturing, the stream's dependency set is that one
+// kernel node (a programmatic edge joins kernel nodes only; after a memset, a copy or a join of
+// streams the launch stays ordinary); outside a capture, true (the stream orders it).
+bool FollowsOneKernel(cudaStream_t stream);
+
 class CudaLibraries {
  public:
   // Uses the current device. `algo_cache_file` ("" = none) is read now and written by Save().
@@ -69,6 +75,10 @@ class CudaLibraries {
   int device() const { return device_; }
   const std::string& device_name() const { return device_name_; }
   bool tf32() const { return tf32_; }
+  // The executor launches ottr's kernels programmatically (CudaExecutorOptions::
+  // programmatic_launch on a device that has it): LtGemm then times ottr's GEMM so launched.
+  bool programmatic() const { return programmatic_; }
+  void set_programmatic(bool on) { programmatic_ = on; }
   cublasLtHandle_t lt() const { return lt_.get(); }
   // cuDNN is created on first use (models without convolutions never load it).
   absl::StatusOr<cudnnHandle_t> dnn();
@@ -100,6 +110,7 @@ class CudaLibraries {
   std::string device_name_;
   int cc_major_ = 0, cc_minor_ = 0;
   bool tf32_ = true;
+  bool programmatic_ = false;
   LtHandle lt_;
   DnnHandle dnn_;
   bool dnn_created_ = false;

@@ -215,7 +215,7 @@ absl::StatusOr<std::unique_ptr<LtGemm>> LtGemm::Create(CudaLibraries& libs, cons
       " ", static_cast<int>(compute), " t", c.trans_a, c.trans_b,
       " m", c.m, " n", c.n, " k", c.k, " ld", c.lda, ",", c.ldb, ",", c.ldc, " b", c.batch, " s",
       c.stride_a, ",", c.stride_b, ",", c.stride_c, " e", static_cast<int>(epi), " beta", c.beta != 0.0f,
-      " aux", c.aux_ld, ottr ? " ottr2" : "");
+      " aux", c.aux_ld, ottr ? " ottr2" : "", ottr && libs.programmatic() ? " pdl" : "");
   if (c.slices > 1) {  // forced parts of k: the heuristic's first algorithm for them, untimed
     if (c.dtype != ir::DType::kFloat32 || c.OutType() != ir::DType::kFloat32 || c.batch > 1 || c.beta != 0.0f ||
         c.epilogue != GemmEpilogue::kDefault || c.kernel == Kernel::kOttr || c.k % c.slices != 0 ||
@@ -459,7 +459,11 @@ absl::Status LtGemm::Autotune(const cublasLtMatmulHeuristicResult_t* results, in
         cudaGetLastError();
         continue;
       }
-      const float ms = time_in_graph([&] { return kernels::LaunchSmallGemm(t, args, stream) == cudaSuccess; });
+      // As the step launches it: programmatically after the kernel before it, when the executor does.
+      const bool pdl = libs_->programmatic();
+      const float ms = time_in_graph([&] {
+        return kernels::LaunchSmallGemm(t, args, stream, pdl && FollowsOneKernel(stream)) == cudaSuccess;
+      });
       if (ms < 0) continue;
       int bm = 0, bn = 0, bk = 0;
       kernels::SmallGemmConfigShape(t, &bm, &bn, &bk);
