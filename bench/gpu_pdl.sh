@@ -31,6 +31,11 @@ for spec in "mlp_small 128" "mlp_small 8192" "mlp_small 128" "mlp_small 8192" "c
   run "${1}_b${2}_pdl1coop_r$r" "$1" "$2" OTTR_PDL=1 OTTR_PDL_COOP=1
 done
 cat "$out/ab.csv"
+for p in 0 1; do  # the autotuner's choices at batch 128 both ways
+  OTTR_PDL=$p OTTR_LOG_GEMM_ALGOS=1 timeout 60 dev-bundle/bin/ottr bench $m/mlp_small.onnx --device cuda --batch 128 \
+    --optimizer adam --lr 1e-3 > "$out/algos_b128_pdl$p.log" 2>&1
+  grep -aE "^gemm|ottr config" "$out/algos_b128_pdl$p.log" | head -40
+done
 for p in 0 1; do
   OTTR_PDL=$p timeout 60 dev-bundle/bin/ottr bench $m/mlp_small.onnx --device cuda --batch 128 --optimizer adam \
     --lr 1e-3 --trace "$out/trace_b128_pdl$p.txt" > "$out/trace_b128_pdl$p.log" 2>&1 || tail -3 "$out/trace_b128_pdl$p.log"
