@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # One GPU-machine call for programmatic dependent launch (CudaExecutorOptions::programmatic_launch,
-# runtime/cuda/kernels/pdl.cuh): the GPU test that compares programmatic with ordinary launches bit
-# for bit, then `ottr bench` of the benchmark models with OTTR_PDL=0 and 1 (and 1 without the
-# prefetch before the wait, and 1 with cooperative kernels too), the small MLP twice, a kernel
-# trace of the small MLP at batch 128 both ways, and unless QUICK=1 the whole GPU suite. Run from the
-# repository root with the bundle unpacked in dev-bundle/; logs and the CSV go to $OUT.
+# runtime/cuda/kernels/pdl.cuh), most important first: the GPU test that compares programmatic
+# with ordinary launches bit for bit; `ottr bench` of the small MLP at batch 128 and 8192 with
+# OTTR_PDL=0 and 1 (and 1 without the prefetch before the wait, and 1 with cooperative kernels
+# too), two rounds; unless QUICK=1 the whole GPU suite; then the CNN and the MLP 4096x4 both ways,
+# the autotuner's choices and a kernel trace at batch 128 both ways. Run from the repository root
+# with the bundle unpacked in dev-bundle/; logs and the CSV go to $OUT.
 export LD_LIBRARY_PATH=dev-bundle/lib
 out=${OUT:-/tmp/ottr-pdl}
 mkdir -p "$out"
@@ -19,18 +20,35 @@ run() {  # name, model, batch, env...
   shift 3
   env "$@" timeout 120 dev-bundle/bin/ottr bench $m/$model.onnx --device cuda --batch "$batch" --optimizer adam \
     --lr 1e-3 --name "$name" --csv "$out/ab.csv" > "$out/$name.log" 2>&1 || tail -3 "$out/$name.log"
-  grep -a "programmatic edges" "$out/$name.log"
+  grep -a "programmatic edges" "$out/$name.log" | sed "s/^/$name: /"
 }
-# OTTR_PDL_PREFETCH=0: programmatic launches that copy nothing before their wait.
-for spec in "mlp_small 128" "mlp_small 8192" "mlp_small 128" "mlp_small 8192" "cnn 128" "mlp_big 4096"; do
-  set -- $spec
-  r=$(ls "$out" | grep -c "^${1}_b${2}_pdl0")
-  run "${1}_b${2}_pdl0_r$r" "$1" "$2" OTTR_PDL=0
-  run "${1}_b${2}_pdl1_r$r" "$1" "$2" OTTR_PDL=1
-  run "${1}_b${2}_pdl1nopre_r$r" "$1" "$2" OTTR_PDL=1 OTTR_PDL_PREFETCH=0
-  run "${1}_b${2}_pdl1coop_r$r" "$1" "$2" OTTR_PDL=1 OTTR_PDL_COOP=1
+ab() {  # model batch [variants...]: OTTR_PDL=0 and 1, plus "nopre" (no prefetch) and "coop"
+  local model=$1 batch=$2
+  shift 2
+  local r
+  r=$(ls "$out" | grep -c "^${model}_b${batch}_pdl0")
+  run "${model}_b${batch}_pdl0_r$r" "$model" "$batch" OTTR_PDL=0
+  run "${model}_b${batch}_pdl1_r$r" "$model" "$batch" OTTR_PDL=1
+  for v in "$@"; do
+    case $v in
+      nopre) run "${model}_b${batch}_pdl1nopre_r$r" "$model" "$batch" OTTR_PDL=1 OTTR_PDL_PREFETCH=0 ;;
+      coop) run "${model}_b${batch}_pdl1coop_r$r" "$model" "$batch" OTTR_PDL=1 OTTR_PDL_COOP=1 ;;
+    esac
+  done
+}
+for round in 1 2; do
+  ab mlp_small 128 nopre coop
+  ab mlp_small 8192 nopre coop
 done
 cat "$out/ab.csv"
+if [ "${QUICK:-0}" != 1 ]; then
+  timeout 240 dev-bundle/bin/ottr_gpu_tests > "$out/gputests.log" 2>&1
+  echo "gpu tests rc=$?"
+  grep -aE "^\[  FAILED  \]|PASSED  \]|tests ran" "$out/gputests.log" | sort -u | head -20
+fi
+ab cnn 128
+ab mlp_big 4096
+tail -4 "$out/ab.csv"
 for p in 0 1; do  # the autotuner's choices at batch 128 both ways
   OTTR_PDL=$p OTTR_LOG_GEMM_ALGOS=1 timeout 60 dev-bundle/bin/ottr bench $m/mlp_small.onnx --device cuda --batch 128 \
     --optimizer adam --lr 1e-3 > "$out/algos_b128_pdl$p.log" 2>&1
@@ -41,7 +59,3 @@ for p in 0 1; do
     --lr 1e-3 --trace "$out/trace_b128_pdl$p.txt" > "$out/trace_b128_pdl$p.log" 2>&1 || tail -3 "$out/trace_b128_pdl$p.log"
   grep -a "^trace:" "$out/trace_b128_pdl$p.log"
 done
-[ "${QUICK:-0}" = 1 ] && exit 0
-timeout 240 dev-bundle/bin/ottr_gpu_tests > "$out/gputests.log" 2>&1
-echo "gpu tests rc=$?"
-grep -aE "^\[  FAILED  \]|PASSED  \]|tests ran" "$out/gputests.log" | sort -u | head -20
