@@ -111,7 +111,7 @@ absl::Status CmdBench(const std::vector<std::string>& argv) {
     cuda::CudaExecutorOptions o;
     o.tf32 = spec.precision == passes::Precision::kTf32;
     o.use_cuda_graph = !args.has("no-cuda-graph");
-    o.programmatic_launch = !args.has("no-pdl");
+    if (args.has("no-pdl")) o.programmatic_launch = false;
     o.algo_cache_file = args.get("algo-cache");
     OTTR_ASSIGN_OR_RETURN(o.streams, args.get_int("streams", o.streams));
     if (o.streams < 1) return absl::InvalidArgumentError("--streams must be at least 1");

@@ -42,7 +42,7 @@ struct CudaExecutorOptions {
   // Programmatic dependent launch (sm_90 and later): ottr's kernels that follow another launch on
   // their stream start while it ends and wait for it inside the kernel (kernels/pdl.cuh), hiding
   // the launch latency between dependent kernels. OTTR_PDL=0|1 overrides; `--no-pdl` in the CLI.
-  bool programmatic_launch = true;
+  bool programmatic_launch = false;
 };
 
 struct CudaStepStats {
