@@ -3,7 +3,7 @@
 # runtime/cuda/kernels/pdl.cuh), most important first: the GPU test that compares programmatic
 # with ordinary launches bit for bit; `ottr bench` of the small MLP at batch 128 and 8192 with
 # OTTR_PDL=0 and 1 (and 1 without the prefetch before the wait, and 1 with cooperative kernels
-# too), two rounds; unless QUICK=1 the whole GPU suite; then the CNN and the MLP 4096x4 both ways,
+# too), ROUNDS (2) rounds; unless QUICK=1 the GPU suite (SUITE_FILTER: a gtest filter); then the CNN and the MLP 4096x4 both ways,
 # the autotuner's choices and a kernel trace at batch 128 both ways. Run from the repository root
 # with the bundle unpacked in dev-bundle/; logs and the CSV go to $OUT.
 export LD_LIBRARY_PATH=dev-bundle/lib
@@ -36,7 +36,7 @@ ab() {  # model batch [variants...]: OTTR_PDL=0 and 1, plus "nopre" (no prefetch
     esac
   done
 }
-for round in 1 2; do
+for round in $(seq 1 "${ROUNDS:-2}"); do
   ab mlp_small 128 nopre coop
   ab mlp_small 8192 nopre coop
 done
@@ -44,7 +44,8 @@ cat "$out/ab.csv"
 if [ "${QUICK:-0}" != 1 ]; then
   # Every other GPU test with programmatic launches (whatever the default; the test above sets
   # its own, which the variable would override).
-  OTTR_PDL=1 timeout 240 dev-bundle/bin/ottr_gpu_tests --gtest_filter=-*Programmatic* > "$out/gputests.log" 2>&1
+  OTTR_PDL=1 timeout 240 dev-bundle/bin/ottr_gpu_tests --gtest_filter="${SUITE_FILTER:-*}-*Programmatic*" \
+    > "$out/gputests.log" 2>&1
   echo "gpu tests rc=$?"
   grep -aE "^\[  FAILED  \]|PASSED  \]|tests ran" "$out/gputests.log" | sort -u | head -20
 fi
