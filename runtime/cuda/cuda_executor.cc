@@ -738,13 +738,15 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
     OTTR_CUDA_RETURN_IF_ERROR(cudaGraphGetNodes(graph, nullptr, &n));
     graph_nodes = static_cast<int64_t>(n);
     // The edges capture made programmatic (a kernel that may start while the one before ends).
-    size_t edges = 0;
-    OTTR_CUDA_RETURN_IF_ERROR(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &edges));
-    std::vector<cudaGraphNode_t> from(edges), to(edges);
-    std::vector<cudaGraphEdgeData> data(edges);
-    OTTR_CUDA_RETURN_IF_ERROR(cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &edges));
     graph_programmatic_edges = 0;
-    for (size_t e = 0; e < edges; ++e) graph_programmatic_edges += data[e].type == cudaGraphDependencyTypeProgrammatic;
+    if (programmatic) {
+      size_t edges = 0;
+      OTTR_CUDA_RETURN_IF_ERROR(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &edges));
+      std::vector<cudaGraphNode_t> from(edges), to(edges);
+      std::vector<cudaGraphEdgeData> data(edges);
+      OTTR_CUDA_RETURN_IF_ERROR(cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &edges));
+      for (size_t e = 0; e < edges; ++e) graph_programmatic_edges += data[e].type == cudaGraphDependencyTypeProgrammatic;
+    }
     // OTTR_GRAPH_DOT=FILE writes the captured step (every node, kernel names and parameters) as
     // Graphviz: which kernels a library call adds to the launch count.
     if (const char* dot = std::getenv("OTTR_GRAPH_DOT")) {

@@ -24,12 +24,13 @@
 namespace ottr::cuda {
 namespace {
 
-// The product's launch from the node's (inputs 0 and 1 are A and B).
+// The product's launch from the node's (inputs 0 and 1 are A and B); the ready operands matter
+// only to a programmatic launch.
 GemmLaunch GemmLaunchOf(const LaunchArgs& a, bool programmatic) {
   GemmLaunch l;
   l.programmatic = programmatic;
-  l.a_ready = a.ready(0);
-  l.b_ready = a.ready(1);
+  l.a_ready = programmatic && a.ready(0);
+  l.b_ready = programmatic && a.ready(1);
   return l;
 }
 

@@ -341,7 +341,7 @@ absl::StatusOr<CompiledOp> CompileLinearSce(OpCompileContext& ctx) {
     kernels::LinearSceArgs args = base;
     args.x = static_cast<const float*>(a.inputs[0]);
     args.w = static_cast<const float*>(a.inputs[1]);
-    args.w_ready = a.ready(1);
+    args.w_ready = a.programmatic && a.ready(1);
     args.bias = static_cast<const float*>(a.inputs[2]);
     args.labels = a.inputs[3];
     args.dloss = a.inputs[4];
