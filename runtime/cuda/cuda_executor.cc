@@ -552,7 +552,6 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
   // the H200 the small MLP's data gradient dX1 waited for the weight gradient dW1 so).
   int want_streams = options.streams;
   if (const char* env = std::getenv("OTTR_STREAMS")) want_streams = std::max(1, std::atoi(env));
-
   want_streams = std::min(want_streams, 8);
   absl::flat_hash_map<const ir::Node*, int64_t> workspace_of;
   int64_t stream_workspace = 0;
@@ -669,9 +668,10 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
   }
   // Streams: which launches overlap (CudaExecutorOptions::streams).
   streams_used = AssignStreams(launches, want_streams, static_cast<char*>(arena) + stream_base, stream_workspace);
-  MarkReadyInputs(launches);
-  if (const char* env = std::getenv("OTTR_PDL_PREFETCH"); env != nullptr && std::atoi(env) == 0) {
-    for (NodeLaunch& l : launches) l.ready = 0;  // measurement: programmatic launches without prefetch
+  // Ready inputs matter only to programmatic launches (OTTR_PDL_PREFETCH=0: none, to measure).
+  if (const char* env = std::getenv("OTTR_PDL_PREFETCH");
+      programmatic && (env == nullptr || std::atoi(env) != 0)) {
+    MarkReadyInputs(launches);
   }
   while (static_cast<int>(side_streams.size()) < streams_used - 1) {
     cudaStream_t side;
@@ -738,7 +738,6 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
     OTTR_CUDA_RETURN_IF_ERROR(cudaGraphGetNodes(graph, nullptr, &n));
     graph_nodes = static_cast<int64_t>(n);
     // The edges capture made programmatic (a kernel that may start while the one before ends).
-    graph_programmatic_edges = 0;
     if (programmatic) {
       size_t edges = 0;
       OTTR_CUDA_RETURN_IF_ERROR(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &edges));

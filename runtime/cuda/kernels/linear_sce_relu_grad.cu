@@ -41,6 +41,7 @@
 #include "runtime/cuda/kernels/loss_kernels.h"
 #include "runtime/cuda/kernels/mma_tf32.cuh"
 #include "runtime/cuda/kernels/norm_common.cuh"
+#include "runtime/cuda/kernels/pdl.cuh"
 #include "runtime/cuda/kernels/sce_math.cuh"
 
 namespace ottr::cuda::kernels {
@@ -435,17 +436,8 @@ int BlocksPerSmFor(int cols) {
 template <int NT>
 cudaError_t Launch(const LinearSceReluGradArgs& a, int grid, float* partials, double* loss_partials, Sync* sync,
                    cudaStream_t s) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(grid));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = static_cast<size_t>(SmemBytes(128 * NT));
-  cfg.stream = s;
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeCooperative;
-  attr.val.cooperative = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, LinearSceReluGradKernel<NT>, a, partials, loss_partials, sync);
+  return LaunchKernel(LaunchMode{false, true}, LinearSceReluGradKernel<NT>, dim3(static_cast<unsigned>(grid)),
+                      dim3(kThreads), static_cast<size_t>(SmemBytes(128 * NT)), s, a, partials, loss_partials, sync);
 }
 
 }  // namespace

@@ -502,27 +502,16 @@ SceForwardPlan PlanSceForward(int64_t n, int64_t c) {
 template <typename... P, typename... A>
 cudaError_t LaunchSce(void (*kernel)(P...), SceForwardPlan p, bool cooperative, cudaStream_t s, bool programmatic,
                       A&&... args) {
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attrs[2] = {};
-  cfg.attrs = attrs;
   if (cooperative) {
     int per_sm = 0;
     const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, p.threads, p.smem);
     if (e != cudaSuccess) return e;
     p.grid = std::max(1, std::min(p.grid, per_sm * nl::SmCount()));
-    attrs[cfg.numAttrs].id = cudaLaunchAttributeCooperative;
-    attrs[cfg.numAttrs++].val.cooperative = 1;
   }
   static const bool coop_pdl = std::getenv("OTTR_PDL_COOP") != nullptr && std::atoi(std::getenv("OTTR_PDL_COOP")) != 0;
-  if (programmatic && (!cooperative || coop_pdl)) {
-    attrs[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[cfg.numAttrs++].val.programmaticStreamSerializationAllowed = 1;
-  }
-  cfg.gridDim = dim3(static_cast<unsigned>(p.grid));
-  cfg.blockDim = dim3(static_cast<unsigned>(p.threads));
-  cfg.dynamicSmemBytes = static_cast<size_t>(p.smem);
-  cfg.stream = s;
-  return cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
+  const LaunchMode mode{programmatic && (!cooperative || coop_pdl), cooperative};
+  return LaunchKernel(mode, kernel, dim3(static_cast<unsigned>(p.grid)), dim3(static_cast<unsigned>(p.threads)),
+                      static_cast<size_t>(p.smem), s, std::forward<A>(args)...);
 }
 
 // Whether the kernels sum dlogits' columns for T and G: float32 logits and gradient only (the

@@ -41,6 +41,7 @@
 #include "runtime/cuda/kernels/mma_tf32.cuh"
 #include "runtime/cuda/kernels/norm_common.cuh"
 #include "runtime/cuda/kernels/optimizer_elem.cuh"
+#include "runtime/cuda/kernels/pdl.cuh"
 #include "runtime/cuda/kernels/sce_math.cuh"
 
 namespace ottr::cuda::kernels {
@@ -731,17 +732,8 @@ cudaError_t LaunchMlpStep(const MlpStepArgs& a, const AdamHyper& h, const Optimi
   if (grid < 1) return cudaErrorLaunchOutOfResources;
   Buffers bf{};
   Layout(a, static_cast<char*>(workspace), &bf);
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(grid));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = kSmemBytes;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeCooperative;
-  attr.val.cooperative = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, MlpStepKernel, a, bf, opt::MakeAdam<float>(h), s, static_cast<Sync*>(counters));
+  return LaunchKernel(LaunchMode{false, true}, MlpStepKernel, dim3(static_cast<unsigned>(grid)), dim3(kThreads),
+                      kSmemBytes, stream, a, bf, opt::MakeAdam<float>(h), s, static_cast<Sync*>(counters));
 }
 
 }  // namespace ottr::cuda::kernels

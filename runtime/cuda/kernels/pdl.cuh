@@ -33,24 +33,42 @@ __device__ __forceinline__ void LetDependentsLaunch() {
 #endif
 }
 
-// Launches `kernel` on `stream`, programmatically when asked (the kernel must follow the rules
-// above); cudaLaunchKernelEx's status.
+// How a kernel is launched. `programmatic`: it may start while the kernel before it on its stream
+// ends (the kernel must follow the rules above); `cooperative`: every block resident at once (the
+// caller sizes the grid to fit), for kernels whose blocks wait on one another.
+struct LaunchMode {
+  bool programmatic = false;
+  bool cooperative = false;
+};
+
+// Launches `kernel` on `stream` as `mode` says; cudaLaunchKernelEx's status.
 template <typename... P, typename... A>
-cudaError_t LaunchKernel(bool programmatic, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem_bytes,
-                   cudaStream_t stream, A&&... args) {
+cudaError_t LaunchKernel(LaunchMode mode, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem_bytes,
+                         cudaStream_t stream, A&&... args) {
   cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr = {};
+  cudaLaunchAttribute attrs[2] = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem_bytes;
   cfg.stream = stream;
-  if (programmatic) {
-    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr.val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
+  cfg.attrs = attrs;
+  if (mode.cooperative) {
+    attrs[cfg.numAttrs].id = cudaLaunchAttributeCooperative;
+    attrs[cfg.numAttrs++].val.cooperative = 1;
+  }
+  if (mode.programmatic) {
+    attrs[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[cfg.numAttrs++].val.programmaticStreamSerializationAllowed = 1;
   }
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
+}
+
+// An ordinary (not cooperative) launch, programmatic when asked.
+template <typename... P, typename... A>
+cudaError_t LaunchKernel(bool programmatic, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem_bytes,
+                         cudaStream_t stream, A&&... args) {
+  return LaunchKernel(LaunchMode{programmatic, false}, kernel, grid, block, smem_bytes, stream,
+                      std::forward<A>(args)...);
 }
 
 }  // namespace ottr::cuda::kernels
