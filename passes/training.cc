@@ -557,6 +557,16 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
   return absl::OkStatus();
 }
 
+void UseCudaPipeline(TrainingSpec& spec) {
+  spec.multi_tensor_updates = true;
+  spec.fuse_epilogues = true;
+  spec.channels_last = true;
+  spec.narrow_exact_ops = true;
+  spec.kmajor_gemm_operands = true;
+  spec.pad_tf32_gemms = true;
+  spec.optimizer_low_copies = true;
+}
+
 absl::StatusOr<std::unique_ptr<ir::Graph>> BuildTrainingGraph(const ir::Graph& forward,
                                                               const TrainingSpec& spec,
                                                               PassManagerOptions options) {

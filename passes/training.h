@@ -181,6 +181,11 @@ struct TrainingSpec {
   std::set<std::string> disabled_passes;
 };
 
+// Turns on the passes of the CUDA pipeline (`ottr train` and `ottr bench` on the GPU, the GPU
+// tests of that pipeline): multi_tensor_updates, fuse_epilogues, channels_last, narrow_exact_ops,
+// kmajor_gemm_operands, pad_tf32_gemms and optimizer_low_copies.
+void UseCudaPipeline(TrainingSpec& spec);
+
 // The loss scaling `spec` asks for, kAuto resolved by its precision.
 LossScaleSpec::Kind EffectiveLossScale(const TrainingSpec& spec);
 

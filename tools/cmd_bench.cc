@@ -82,13 +82,7 @@ absl::Status CmdBench(const std::vector<std::string>& argv) {
   if (args.has("trace") && device != "cuda") {
     return absl::InvalidArgumentError("--trace needs --device cuda: CUPTI records the GPU's kernels");
   }
-  if (device == "cuda" && !args.has("multi-tensor-optimizer")) spec.multi_tensor_updates = true;
-  if (device == "cuda" && !args.has("fuse-epilogues")) spec.fuse_epilogues = true;
-  if (device == "cuda" && !args.has("layout")) spec.channels_last = true;
-  if (device == "cuda") spec.narrow_exact_ops = true;
-  if (device == "cuda") spec.kmajor_gemm_operands = true;
-  if (device == "cuda") spec.pad_tf32_gemms = true;
-  spec.optimizer_low_copies = true;
+  UseDevicePipeline(args, device, spec);
   OTTR_ASSIGN_OR_RETURN(int64_t steps, args.get_int("steps", 50));
   OTTR_ASSIGN_OR_RETURN(int64_t windows, args.get_int("windows", 5));
   OTTR_ASSIGN_OR_RETURN(auto forward, importer::ImportModelFile(model));

@@ -67,13 +67,7 @@ absl::Status CmdTrain(const std::vector<std::string>& argv) {
   config.algo_cache = args.get("algo-cache");
   OTTR_ASSIGN_OR_RETURN(config.streams, args.get_int("streams", config.streams));
   if (config.streams < 1) return absl::InvalidArgumentError("--streams must be at least 1");
-  if (config.device == "cuda" && !args.has("multi-tensor-optimizer")) config.spec.multi_tensor_updates = true;
-  if (config.device == "cuda" && !args.has("fuse-epilogues")) config.spec.fuse_epilogues = true;
-  if (config.device == "cuda" && !args.has("layout")) config.spec.channels_last = true;
-  if (config.device == "cuda") config.spec.narrow_exact_ops = true;
-  if (config.device == "cuda") config.spec.kmajor_gemm_operands = true;
-  if (config.device == "cuda") config.spec.pad_tf32_gemms = true;
-  config.spec.optimizer_low_copies = true;
+  UseDevicePipeline(args, config.device, config.spec);
   config.input = args.get("input");
   if (config.epochs <= 0 || config.max_steps == 0) return absl::InvalidArgumentError("nothing to train: --epochs/--steps must be positive");
 

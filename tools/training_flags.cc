@@ -204,4 +204,15 @@ absl::StatusOr<passes::TrainingSpec> ParseTrainingSpec(const Args& args, int64_t
   return spec;
 }
 
+void UseDevicePipeline(const Args& args, const std::string& device, passes::TrainingSpec& spec) {
+  if (device == "cuda") {
+    const passes::TrainingSpec given = spec;
+    passes::UseCudaPipeline(spec);
+    if (args.has("multi-tensor-optimizer")) spec.multi_tensor_updates = given.multi_tensor_updates;
+    if (args.has("fuse-epilogues")) spec.fuse_epilogues = given.fuse_epilogues;
+    if (args.has("layout")) spec.channels_last = given.channels_last;
+  }
+  spec.optimizer_low_copies = true;
+}
+
 }  // namespace ottr::tools

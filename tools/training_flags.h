@@ -19,6 +19,11 @@ std::set<std::string> TrainingSwitchFlags();
 // Builds the spec; `default_batch` applies when --batch is absent.
 absl::StatusOr<passes::TrainingSpec> ParseTrainingSpec(const Args& args, int64_t default_batch);
 
+// The spec `ottr train` and `ottr bench` run on `device`: on "cuda" the CUDA pipeline
+// (passes::UseCudaPipeline) but for what --multi-tensor-optimizer, --fuse-epilogues and --layout
+// set; optimizer_low_copies on every device.
+void UseDevicePipeline(const Args& args, const std::string& device, passes::TrainingSpec& spec);
+
 }  // namespace ottr::tools
 
 #endif  // OTTR_TOOLS_TRAINING_FLAGS_H_

@@ -586,13 +586,7 @@ TEST_F(CudaTrainingTest, ProgrammaticLaunchesEqualOrdinaryOnes) {
     passes::TrainingSpec spec;
     spec.batch = m.batch;
     spec.precision = passes::Precision::kTf32;
-    spec.multi_tensor_updates = true;
-    spec.fuse_epilogues = true;
-    spec.channels_last = true;
-    spec.narrow_exact_ops = true;
-    spec.kmajor_gemm_operands = true;
-    spec.pad_tf32_gemms = true;
-    spec.optimizer_low_copies = true;
+    passes::UseCudaPipeline(spec);  // as `ottr bench` runs it
     auto step = passes::BuildTrainingGraph(**forward, spec);
     ASSERT_TRUE(step.ok()) << step.status();
     cuda::CudaExecutorOptions plain, graph_pdl, eager_pdl;
