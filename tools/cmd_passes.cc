@@ -1,9 +1,11 @@
-// `ottr passes MODEL [training flags] [dump flags] [--print-memory-plan]`: runs the training
-// pipeline and prints or dumps the IR as asked; without dump flags it prints the final step graph,
-// or with --print-memory-plan the step's memory plan (passes/memory_planner.h) instead.
+// `ottr passes MODEL [training flags] [--device cuda|cpu] [dump flags] [--print-memory-plan]`: runs
+// the training pipeline `ottr train --device D` runs (cuda unless --device cpu; no device is needed
+// to show it) and prints or dumps the IR as asked; without dump flags it prints the final step
+// graph, or with --print-memory-plan the step's memory plan (passes/memory_planner.h) instead.
 #include <cstdio>
 #include <iostream>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "importer/onnx_importer.h"
 #include "ir/status.h"
@@ -17,7 +19,7 @@ namespace ottr::tools {
 
 absl::Status CmdPasses(const std::vector<std::string>& argv) {
   std::set<std::string> values = TrainingValueFlags();
-  for (const char* f : {"print-ir-after", "print-ir-before", "ir-dump-dir", "disable-passes", "stop-after"}) {
+  for (const char* f : {"print-ir-after", "print-ir-before", "ir-dump-dir", "disable-passes", "stop-after", "device"}) {
     values.insert(f);
   }
   std::set<std::string> switches = TrainingSwitchFlags();
@@ -28,13 +30,11 @@ absl::Status CmdPasses(const std::vector<std::string>& argv) {
   OTTR_ASSIGN_OR_RETURN(Args args, Args::Parse(argv, values, switches));
   if (args.positional().size() != 1) return absl::InvalidArgumentError("passes takes one MODEL");
   OTTR_ASSIGN_OR_RETURN(passes::TrainingSpec spec, ParseTrainingSpec(args, 64));
-  // The GEMM fusions are part of the pipeline shown unless --fuse-epilogues off.
-  if (!args.has("fuse-epilogues")) spec.fuse_epilogues = true;
-  if (!args.has("layout")) spec.channels_last = true;
-  spec.narrow_exact_ops = true;
-  spec.kmajor_gemm_operands = true;
-  spec.pad_tf32_gemms = true;
-  spec.optimizer_low_copies = true;
+  const std::string device = args.get("device", "cuda");
+  if (device != "cuda" && device != "cpu") {
+    return absl::InvalidArgumentError(absl::StrCat("--device ", device, ": expected cuda or cpu"));
+  }
+  UseDevicePipeline(args, device, spec);
   OTTR_ASSIGN_OR_RETURN(auto graph, importer::ImportModelFile(args.positional()[0]));
   passes::PassManagerOptions o;
   o.print_after = args.get("print-ir-after");

@@ -734,11 +734,11 @@ TEST(MemoryPlannerModelTest, DeferredCommitWithCopyPlanMatches) {
 
 TEST(MemoryPlannerCliTest, PassesPrintsThePlan) {
   // `ottr passes MODEL --batch 128 --print-memory-plan` prints the table and ends with the
-  // summary line of the same plan PlanMemory makes in process (the unfused step: `ottr passes`
-  // fuses GEMM epilogues unless told not to).
+  // summary line of the same plan PlanMemory makes in process (the CPU step: `ottr passes` shows
+  // the CUDA pipeline, fusions and grouped optimizer included, unless --device cpu).
   const std::string cmd = absl::StrCat(OTTR_BINARY_DIR, "/tools/ottr passes ",
                                        testing::SourcePath("models/mlp/model.onnx"),
-                                       " --batch 128 --fuse-epilogues off --print-memory-plan 2>&1");
+                                       " --batch 128 --device cpu --print-memory-plan 2>&1");
   FILE* pipe = popen(cmd.c_str(), "r");
   ASSERT_NE(pipe, nullptr);
   std::string out;

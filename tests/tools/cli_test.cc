@@ -23,7 +23,9 @@ namespace ottr {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::Contains;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 struct Result {
@@ -300,6 +302,34 @@ TEST_F(CliTest, PrecisionFlag) {
   ExpectOneLineError(Ottr({"passes", mlp, "--precision", "tf32", "--no-tf32"}), "passes", {"--no-tf32"});
   ExpectOneLineError(Ottr({"passes", mlp, "--keep-fp32", "fc1"}), "passes", {"--keep-fp32"});
   ExpectOneLineError(Ottr({"passes", mlp, "--precision", "bf16", "--keep-fp32", "("}), "passes", {"--keep-fp32"});
+}
+
+// `ottr passes` shows the pipeline `ottr train --device D` runs: the CUDA one (with the grouped
+// optimizer split per step) unless --device cpu, which has none of the GPU passes.
+TEST_F(CliTest, PassesShowTheDevicePipeline) {
+  const std::string mlp = testing::SourcePath("models/mlp/model.onnx");
+  const auto names = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"passes", mlp, "--optimizer", "adam", "--list-passes"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    Result r = Ottr(args);
+    EXPECT_TRUE(r.exited && r.exit_status == 0) << r.err;
+    return std::vector<std::string>(absl::StrSplit(r.out, '\n', absl::SkipEmpty()));
+  };
+  const std::vector<std::string> cuda = names({});
+  EXPECT_EQ(names({"--device", "cuda"}), cuda);
+  for (const char* p : {"fuse-gemm-epilogue", "fuse-linear-sce", "nhwc-layout", "kmajor-gemm-operands",
+                        "group-optimizer-updates", "split-optimizer-updates"}) {
+    EXPECT_THAT(cuda, Contains(std::string(p)));
+  }
+  const std::vector<std::string> cuda_plain = names({"--multi-tensor-optimizer", "off", "--fuse-epilogues", "off"});
+  EXPECT_THAT(cuda_plain, Not(Contains(std::string("split-optimizer-updates"))));
+  EXPECT_THAT(cuda_plain, Not(Contains(std::string("fuse-gemm-epilogue"))));
+  const std::vector<std::string> cpu = names({"--device", "cpu"});
+  EXPECT_THAT(cpu, Contains(std::string("autodiff")));
+  for (const char* p : {"fuse-gemm-epilogue", "nhwc-layout", "split-optimizer-updates"}) {
+    EXPECT_THAT(cpu, Not(Contains(std::string(p))));
+  }
+  ExpectOneLineError(Ottr({"passes", mlp, "--device", "gpu"}), "passes", {"--device gpu"});
 }
 
 TEST_F(CliTest, BenchTraceNeedsTheGpu) {
