@@ -2,8 +2,7 @@
 # One GPU-machine call for programmatic dependent launch (CudaExecutorOptions::programmatic_launch,
 # runtime/cuda/kernels/pdl.cuh), most important first: the GPU test that compares programmatic
 # with ordinary launches bit for bit; `ottr bench` of the small MLP at batch 128 and 8192 with
-# OTTR_PDL=0 and 1 (and 1 without the prefetch before the wait, and 1 with cooperative kernels
-# too), ROUNDS (2) rounds; unless QUICK=1 the GPU suite (SUITE_FILTER: a gtest filter); then the CNN and the MLP 4096x4 both ways,
+# OTTR_PDL=0 and 1, ROUNDS (2) rounds; unless QUICK=1 the GPU suite (SUITE_FILTER: a gtest filter); then the CNN and the MLP 4096x4 both ways,
 # the autotuner's choices and a kernel trace at batch 128 both ways. Run from the repository root
 # with the bundle unpacked in dev-bundle/; logs and the CSV go to $OUT.
 export LD_LIBRARY_PATH=dev-bundle/lib
@@ -22,23 +21,16 @@ run() {  # name, model, batch, env...
     --lr 1e-3 --name "$name" --csv "$out/ab.csv" > "$out/$name.log" 2>&1 || tail -3 "$out/$name.log"
   grep -a "programmatic edges" "$out/$name.log" | sed "s/^/$name: /"
 }
-ab() {  # model batch [variants...]: OTTR_PDL=0 and 1, plus "nopre" (no prefetch) and "coop"
+ab() {  # model batch: OTTR_PDL=0 and 1
   local model=$1 batch=$2
-  shift 2
   local r
   r=$(ls "$out" | grep -c "^${model}_b${batch}_pdl0")
   run "${model}_b${batch}_pdl0_r$r" "$model" "$batch" OTTR_PDL=0
   run "${model}_b${batch}_pdl1_r$r" "$model" "$batch" OTTR_PDL=1
-  for v in "$@"; do
-    case $v in
-      nopre) run "${model}_b${batch}_pdl1nopre_r$r" "$model" "$batch" OTTR_PDL=1 OTTR_PDL_PREFETCH=0 ;;
-      coop) run "${model}_b${batch}_pdl1coop_r$r" "$model" "$batch" OTTR_PDL=1 OTTR_PDL_COOP=1 ;;
-    esac
-  done
 }
 for round in $(seq 1 "${ROUNDS:-2}"); do
-  ab mlp_small 128 nopre coop
-  ab mlp_small 8192 nopre coop
+  ab mlp_small 128
+  ab mlp_small 8192
 done
 cat "$out/ab.csv"
 if [ "${QUICK:-0}" != 1 ]; then

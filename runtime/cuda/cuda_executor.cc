@@ -668,11 +668,8 @@ absl::Status CudaExecutor::Impl::Compile(const runtime::TensorMap& feeds) {
   }
   // Streams: which launches overlap (CudaExecutorOptions::streams).
   streams_used = AssignStreams(launches, want_streams, static_cast<char*>(arena) + stream_base, stream_workspace);
-  // Ready inputs matter only to programmatic launches (OTTR_PDL_PREFETCH=0: none, to measure).
-  if (const char* env = std::getenv("OTTR_PDL_PREFETCH");
-      programmatic && (env == nullptr || std::atoi(env) != 0)) {
-    MarkReadyInputs(launches);
-  }
+  // Ready inputs matter only to programmatic launches.
+  if (programmatic) MarkReadyInputs(launches);
   while (static_cast<int>(side_streams.size()) < streams_used - 1) {
     cudaStream_t side;
     OTTR_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithPriority(&side, cudaStreamNonBlocking, side_priority));

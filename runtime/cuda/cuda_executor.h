@@ -40,8 +40,9 @@ struct CudaExecutorOptions {
   // OTTR_STREAM_PICK=order: the earliest last launch in the schedule). OTTR_STREAMS=N overrides.
   int streams = 2;
   // Programmatic dependent launch (sm_90 and later): ottr's kernels that follow another launch on
-  // their stream start while it ends and wait for it inside the kernel (kernels/pdl.cuh), hiding
-  // the launch latency between dependent kernels. OTTR_PDL=0|1 overrides; `--no-pdl` in the CLI.
+  // their stream start while it ends and wait for it inside the kernel (kernels/pdl.cuh). Off: on
+  // an H100 it hid launch gaps but made no step faster (bench/RESULTS.md "2026-12-07").
+  // OTTR_PDL=0|1 overrides; `--no-pdl` in the CLI.
   bool programmatic_launch = false;
 };
 

@@ -2,7 +2,10 @@
 
 #include <fstream>
 #include <sstream>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "importer/tensor_proto.h"
 #include "ir/status.h"
@@ -102,6 +105,17 @@ void CudaLibraries::ClearProcessCacheForTesting() {
   ProcessAlgoCache& shared = ProcessCache();
   std::lock_guard<std::mutex> lock(shared.mu);
   shared.algos.clear();
+}
+
+int CudaLibraries::ShareChoicesWithProgrammaticLaunchesForTesting() {
+  ProcessAlgoCache& shared = ProcessCache();
+  std::lock_guard<std::mutex> lock(shared.mu);
+  std::vector<std::pair<std::string, std::string>> shared_choices;
+  for (const auto& [key, value] : shared.algos) {
+    if (absl::EndsWith(key, " ottr2")) shared_choices.emplace_back(key + " pdl", value);
+  }
+  for (auto& [key, value] : shared_choices) shared.algos[key] = std::move(value);
+  return static_cast<int>(shared_choices.size());
 }
 
 bool CudaLibraries::LookupAlgo(const std::string& key, std::string* value) const {

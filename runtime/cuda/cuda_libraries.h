@@ -92,6 +92,10 @@ class CudaLibraries {
   // (same library versions and device), so all executors of a process agree.
   bool LookupAlgo(const std::string& key, std::string* value) const;
   static void ClearProcessCacheForTesting();
+  // Every choice this process made for ottr's small GEMM (keys ending " ottr2") also under the key
+  // a programmatic executor looks up (" pdl" appended, LtGemm::Create), replacing what is there,
+  // so a programmatic executor compiled after it launches the same kernels. Returns how many.
+  static int ShareChoicesWithProgrammaticLaunchesForTesting();
   void StoreAlgo(const std::string& key, std::string value);
   int64_t cache_hits() const { return hits_; }
   int64_t cache_misses() const { return misses_; }

@@ -15,6 +15,7 @@
 #include "passes/training.h"
 #include "runtime/cpu/cpu_executor.h"
 #include "runtime/cuda/cuda_executor.h"
+#include "runtime/cuda/cuda_libraries.h"
 #include "runtime/tensor_compare.h"
 #include "tests/test_util.h"
 
@@ -569,7 +570,11 @@ TEST_F(CudaTrainingTest, GraphReplayEqualsEagerLaunches) {
 // bias-gradient finish, the fused classifier and loss, the ReLU backward with its bias gradient,
 // the k-slice sum and the grouped Adam each wait in the kernel for the launch before;
 // a kernel that read or wrote before that wait would race with it and differ here (the kernels
-// are deterministic, so any difference is a race). The MLP's step at 128 must have programmatic
+// are deterministic, so any difference is a race). The autotuner times ottr's GEMM launched
+// programmatically apart (" pdl" in its key) and may pick another tile or a cuBLASLt kernel, which
+// sums in another order (it did on an H100: the batch-128 data gradient); the programmatic
+// executors take the ordinary one's choices (ShareChoicesWithProgrammaticLaunchesForTesting after
+// it compiled), so only the launches differ. The MLP's step at 128 must have programmatic
 // edges (else this compares ordinary launches with themselves there: its batch-128 data gradient
 // is ottr's GEMM right after the classifier's kernel on the main stream); the others' are printed.
 TEST_F(CudaTrainingTest, ProgrammaticLaunchesEqualOrdinaryOnes) {
@@ -606,9 +611,16 @@ TEST_F(CudaTrainingTest, ProgrammaticLaunchesEqualOrdinaryOnes) {
     for (int k = 0; k < 3; ++k) {
       feeds[(*forward)->inputs()[0]->name()] = testing::RandomFloat(dims, 200 + k, -1.0f, 1.0f);
       auto ra = (*a)->Run(feeds);
+      ASSERT_TRUE(ra.ok()) << ra.status();
+      if (k == 0) {
+        const int shared = cuda::CudaLibraries::ShareChoicesWithProgrammaticLaunchesForTesting();
+        if (m.batch == 128) {
+          EXPECT_GT(shared, 0) << "the ordinary step chose no ottr GEMM to share";
+        }
+      }
       auto rb = (*b)->Run(feeds);
       auto rc = (*c)->Run(feeds);
-      ASSERT_TRUE(ra.ok() && rb.ok() && rc.ok()) << ra.status() << rb.status() << rc.status();
+      ASSERT_TRUE(rb.ok() && rc.ok()) << rb.status() << rc.status();
       for (size_t i = 0; i < ra->size(); ++i) {
         EXPECT_TRUE((*ra)[i].BitwiseEquals((*rb)[i])) << "graph, step " << k << " output " << (*step)->outputs()[i]->name();
         EXPECT_TRUE((*ra)[i].BitwiseEquals((*rc)[i])) << "eager, step " << k << " output " << (*step)->outputs()[i]->name();
@@ -625,7 +637,9 @@ TEST_F(CudaTrainingTest, ProgrammaticLaunchesEqualOrdinaryOnes) {
     std::printf("  %s batch %lld: %lld programmatic edges in a step of %lld launches\n", m.path,
                 static_cast<long long>(m.batch), static_cast<long long>((*b)->stats().programmatic_edges),
                 static_cast<long long>((*b)->stats().launches_per_step));
-    if (m.batch == 128) EXPECT_GT((*b)->stats().programmatic_edges, 0) << "no launch of the step was programmatic";
+    if (m.batch == 128) {
+      EXPECT_GT((*b)->stats().programmatic_edges, 0) << "no launch of the step was programmatic";
+    }
     EXPECT_EQ((*a)->stats().programmatic_edges, 0);
     EXPECT_EQ((*a)->stats().launches_per_step, (*b)->stats().launches_per_step);
   }

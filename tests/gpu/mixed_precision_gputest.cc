@@ -40,17 +40,16 @@ class MixedPrecisionGpuTest : public ::testing::Test {
 };
 
 std::unique_ptr<ir::Graph> MakeStep(const ir::Graph& forward, int64_t batch, passes::Precision precision,
-                                    bool cuda_pipeline) {
+                                    bool cuda_pipeline, bool low_copies = true) {
   passes::TrainingSpec spec;
   spec.batch = batch;
   spec.precision = precision;
   spec.expose_gradients = true;
-  spec.multi_tensor_updates = cuda_pipeline;
-  spec.fuse_epilogues = cuda_pipeline;
-  // As `ottr train --device cuda`: convolutions channels-last, the selects between 16-bit layers
-  // in the 16-bit type (the CPU step keeps the plain mixed-precision graph).
-  spec.channels_last = cuda_pipeline;
-  spec.narrow_exact_ops = cuda_pipeline;
+  // As `ottr train` builds it for the device (tools::UseDevicePipeline): on the GPU the CUDA
+  // pipeline (fusions, channels-last, 16-bit selects, the grouped optimizer), and on both devices
+  // the 16-bit copies of the parameters written by the optimizer unless `low_copies` is false.
+  if (cuda_pipeline) passes::UseCudaPipeline(spec);
+  spec.optimizer_low_copies = low_copies;
   auto step = passes::BuildTrainingGraph(forward, spec);
   EXPECT_TRUE(step.ok()) << step.status();
   return step.ok() ? std::move(*step) : nullptr;
@@ -134,22 +133,13 @@ TEST_F(MixedPrecisionGpuTest, CnnStepMatchesCpuInBf16AndFp16) {
 TEST_F(MixedPrecisionGpuTest, OptimizerWritesTheBf16CopiesOnTheDevice) {
   auto forward = importer::ImportModelFile(testing::SourcePath("models/mlp/model.onnx"));
   ASSERT_TRUE(forward.ok()) << forward.status();
-  auto plain = MakeStep(**forward, 64, passes::Precision::kBf16, true);
-  passes::TrainingSpec spec;
-  spec.batch = 64;
-  spec.precision = passes::Precision::kBf16;
-  spec.expose_gradients = true;
-  spec.multi_tensor_updates = true;
-  spec.fuse_epilogues = true;
-  spec.channels_last = true;
-  spec.narrow_exact_ops = true;
-  spec.optimizer_low_copies = true;
-  auto fused = passes::BuildTrainingGraph(**forward, spec);
-  ASSERT_TRUE(plain && fused.ok()) << fused.status();
-  const std::vector<passes::LowPrecisionCopy> copies = passes::LowPrecisionCopies(**fused);
+  auto plain = MakeStep(**forward, 64, passes::Precision::kBf16, true, /*low_copies=*/false);
+  auto fused = MakeStep(**forward, 64, passes::Precision::kBf16, true);
+  ASSERT_TRUE(plain && fused);
+  const std::vector<passes::LowPrecisionCopy> copies = passes::LowPrecisionCopies(*fused);
   ASSERT_GE(copies.size(), 3u);
   auto a = cuda::CudaExecutor::Create(*plain);
-  auto b = cuda::CudaExecutor::Create(**fused);
+  auto b = cuda::CudaExecutor::Create(*fused);
   ASSERT_TRUE(a.ok() && b.ok());
   for (int k = 0; k < 3; ++k) {
     runtime::TensorMap feeds;

@@ -498,7 +498,7 @@ SceForwardPlan PlanSceForward(int64_t n, int64_t c) {
 // (the grid capped at what the device holds; the kernels loop over their rows), as the one-launch
 // loss and gradient wait for all blocks' label counts.
 // `programmatic` (kernels that follow pdl.cuh's rules): it may start while the kernel before it
-// ends; cooperative grids only with OTTR_PDL_COOP=1 (being measured).
+// ends; cooperative grids never (on an H100 they gained nothing: bench/RESULTS.md "2026-12-07").
 template <typename... P, typename... A>
 cudaError_t LaunchSce(void (*kernel)(P...), SceForwardPlan p, bool cooperative, cudaStream_t s, bool programmatic,
                       A&&... args) {
@@ -508,8 +508,7 @@ cudaError_t LaunchSce(void (*kernel)(P...), SceForwardPlan p, bool cooperative, 
     if (e != cudaSuccess) return e;
     p.grid = std::max(1, std::min(p.grid, per_sm * nl::SmCount()));
   }
-  static const bool coop_pdl = std::getenv("OTTR_PDL_COOP") != nullptr && std::atoi(std::getenv("OTTR_PDL_COOP")) != 0;
-  const LaunchMode mode{programmatic && (!cooperative || coop_pdl), cooperative};
+  const LaunchMode mode{programmatic && !cooperative, cooperative};
   return LaunchKernel(mode, kernel, dim3(static_cast<unsigned>(p.grid)), dim3(static_cast<unsigned>(p.threads)),
                       static_cast<size_t>(p.smem), s, std::forward<A>(args)...);
 }
