@@ -7,6 +7,7 @@
 #include "ir/op_registry.h"
 #include "ir/status.h"
 #include "runtime/cpu/cpu_executor.h"
+#include "runtime/cpu/elementwise_common.h"
 
 namespace ottr::testing {
 
@@ -51,6 +52,34 @@ ir::Tensor RandomBFloat16(std::vector<int64_t> dims, uint64_t seed, float lo, fl
   ir::Tensor b(ir::DType::kBFloat16, f.dims());
   for (int64_t i = 0; i < f.num_elements(); ++i) b.data<ir::BFloat16>()[i] = ir::FloatToBFloat16(f.data<float>()[i]);
   return b;
+}
+
+absl::StatusOr<std::unique_ptr<ir::Graph>> ToFloat64(const ir::Graph& g) {
+  std::unique_ptr<ir::Graph> out = g.Clone();
+  for (const ir::Node* n : out->nodes()) {
+    for (const auto& [name, a] : n->attrs()) {
+      if (a.kind() == ir::Attribute::Kind::kTensor && a.t().dtype() == ir::DType::kFloat32) {
+        return absl::UnimplementedError(absl::StrCat("ToFloat64: ", n->Describe(), " has a float32 tensor attribute"));
+      }
+    }
+    for (ir::Value* v : n->outputs()) {
+      if (v->type().dtype == ir::DType::kFloat32) v->set_type(ir::TensorType(ir::DType::kFloat64, v->type().shape));
+    }
+  }
+  for (ir::Value* v : out->inputs()) {
+    if (v->type().dtype == ir::DType::kFloat32) v->set_type(ir::TensorType(ir::DType::kFloat64, v->type().shape));
+  }
+  const std::vector<ir::Value*> initializers = out->initializers();
+  for (ir::Value* v : initializers) {
+    if (v->initializer()->dtype() != ir::DType::kFloat32) continue;
+    OTTR_ASSIGN_OR_RETURN(ir::Tensor wide, runtime::cpu::ew::CastTensor(*v->initializer(), ir::DType::kFloat64));
+    const std::string name = v->name();
+    out->RenameValue(v, out->UniqueName(name + ".f32"));
+    OTTR_ASSIGN_OR_RETURN(ir::Value * w, out->AddInitializer(name, std::move(wide)));
+    out->ReplaceAllUsesWith(v, w);
+    OTTR_RETURN_IF_ERROR(out->EraseValue(v));
+  }
+  return out;
 }
 
 int CountOps(const ir::Graph& g, const std::string& op) {

@@ -3,6 +3,7 @@
 #define OTTR_TESTS_TEST_UTIL_H_
 
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -31,6 +32,11 @@ ir::Tensor RandomInt64(std::vector<int64_t> dims, uint64_t seed, int64_t lo, int
 // ‖got − want‖₂ / ‖want‖₂ over all elements (same element count), in double; infinite when want
 // is all zeros and got is not.
 double NormwiseRelativeError(const ir::Tensor& got, const ir::Tensor& want);
+
+// A copy of the forward graph `g` computing in float64: every float32 value and initializer becomes
+// float64 (names, order and nodes unchanged), for a reference against which float32 results'
+// own rounding errors can be measured. Fails on a node with a float32 attribute tensor.
+absl::StatusOr<std::unique_ptr<ir::Graph>> ToFloat64(const ir::Graph& g);
 
 // The number of nodes of `g` whose op type is `op` (any domain).
 int CountOps(const ir::Graph& g, const std::string& op);
