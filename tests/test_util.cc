@@ -56,19 +56,18 @@ ir::Tensor RandomBFloat16(std::vector<int64_t> dims, uint64_t seed, float lo, fl
 
 absl::StatusOr<std::unique_ptr<ir::Graph>> ToFloat64(const ir::Graph& g) {
   std::unique_ptr<ir::Graph> out = g.Clone();
+  const auto widen = [](ir::Value* v) {
+    if (v->type().dtype == ir::DType::kFloat32) v->set_type(ir::TensorType(ir::DType::kFloat64, v->type().shape));
+  };
   for (const ir::Node* n : out->nodes()) {
     for (const auto& [name, a] : n->attrs()) {
       if (a.kind() == ir::Attribute::Kind::kTensor && a.t().dtype() == ir::DType::kFloat32) {
         return absl::UnimplementedError(absl::StrCat("ToFloat64: ", n->Describe(), " has a float32 tensor attribute"));
       }
     }
-    for (ir::Value* v : n->outputs()) {
-      if (v->type().dtype == ir::DType::kFloat32) v->set_type(ir::TensorType(ir::DType::kFloat64, v->type().shape));
-    }
+    for (ir::Value* v : n->outputs()) widen(v);
   }
-  for (ir::Value* v : out->inputs()) {
-    if (v->type().dtype == ir::DType::kFloat32) v->set_type(ir::TensorType(ir::DType::kFloat64, v->type().shape));
-  }
+  for (ir::Value* v : out->inputs()) widen(v);
   const std::vector<ir::Value*> initializers = out->initializers();
   for (ir::Value* v : initializers) {
     if (v->initializer()->dtype() != ir::DType::kFloat32) continue;

@@ -210,8 +210,7 @@ void ExpectStepMatchesCpu(const std::string& model, std::vector<int64_t> feature
     if (!param || sgd) {
       const double tol = absl::EndsWith(name, ".v") ? 2e-5 : 1e-5;
       const ir::Tensor* wide = exact != nullptr ? exact->State(name) : nullptr;
-      const std::optional<ir::Tensor> wide_copy = wide != nullptr ? std::optional<ir::Tensor>(*wide) : std::nullopt;
-      expect_close(*got, want_copy, wide_copy ? &*wide_copy : nullptr, tol, absl::StrCat(model, " state ", name));
+      expect_close(*got, want_copy, wide, tol, absl::StrCat(model, " state ", name));
       continue;
     }
     int64_t flipped = 0;
