@@ -144,13 +144,6 @@ std::string DescribeAlgo(const cublasLtMatmulHeuristicResult_t& r) {
                       AlgoConfig(r.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID), " ws ", r.workspaceSize);
 }
 
-// OTTR_SMALL_GEMM=warps times only the configurations that split K between one CTA's warps (the
-// cluster configurations off: an A/B of the K split over clusters).
-bool ClusterConfigsTimed() {
-  const char* env = std::getenv("OTTR_SMALL_GEMM");
-  return env == nullptr || std::string(env) != "warps";
-}
-
 }  // namespace
 
 bool OttrGemmEligible(const GemmConfig& c, bool tf32) {
@@ -462,7 +455,6 @@ absl::Status LtGemm::Autotune(const cublasLtMatmulHeuristicResult_t* results, in
     kernels::SmallGemmArgs args = OttrArgs(c, a, b, d, bias, aux, workspace, counters);
     for (int t = 0; ottr && t < kernels::SmallGemmConfigCount(); ++t) {
       if ((c.ottr_config >= 0 && t != c.ottr_config) || !kernels::SmallGemmConfigFits(t, args)) continue;
-      if (c.ottr_config < 0 && kernels::SmallGemmConfigSplits(t) > 1 && !ClusterConfigsTimed()) continue;
       if (kernels::PrepareSmallGemm(t, c.trans_a, c.trans_b) != cudaSuccess) {
         cudaGetLastError();
         continue;
@@ -475,10 +467,7 @@ absl::Status LtGemm::Autotune(const cublasLtMatmulHeuristicResult_t* results, in
       if (ms < 0) continue;
       int bm = 0, bn = 0, bk = 0;
       kernels::SmallGemmConfigShape(t, &bm, &bn, &bk);
-      if (log) {
-        std::fprintf(stderr, "  ottr config %d (%dx%d, bk %d, ks %d): %.2f us, %zu nodes\n", t, bm, bn, bk,
-                     kernels::SmallGemmConfigSplits(t), ms * 1000.0f / kRuns, nodes);
-      }
+      if (log) std::fprintf(stderr, "  ottr config %d (%dx%d, bk %d): %.2f us, %zu nodes\n", t, bm, bn, bk, ms * 1000.0f / kRuns, nodes);
       // A forced kernel takes its fastest configuration whatever cuBLASLt did (it timed nothing then).
       if (best < 0 || ms < best) {
         best = ms;

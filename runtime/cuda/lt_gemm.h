@@ -103,8 +103,7 @@ struct GemmConfig {
 // Whether ottr's small TF32 kernel can run `c` under the TF32 policy `tf32`: float32 in and out,
 // one matrix, beta 0, an epilogue it has (none, bias, relu_bias, relu_aux_bias, drelu,
 // drelu_bgrad, and kBgradB: the bias gradient of a weight gradient dYᵀ·X, Σ over K of our A),
-// at most kOttrGemmMaxMacs multiply-adds. OTTR_SMALL_GEMM=0 turns it off; OTTR_SMALL_GEMM=warps
-// leaves out its configurations that split K over a thread-block cluster.
+// at most kOttrGemmMaxMacs multiply-adds. OTTR_SMALL_GEMM=0 turns it off.
 bool OttrGemmEligible(const GemmConfig& c, bool tf32);
 inline constexpr int64_t kOttrGemmMaxMacs = int64_t{1} << 27;
 

@@ -39,8 +39,6 @@ __device__ __forceinline__ void LetDependentsLaunch() {
 struct LaunchMode {
   bool programmatic = false;
   bool cooperative = false;
-  // > 1: the grid's blocks run as thread-block clusters of 1 x 1 x cluster_z (gridDim.z a multiple).
-  unsigned cluster_z = 1;
 };
 
 // Launches `kernel` on `stream` as `mode` says; cudaLaunchKernelEx's status.
@@ -48,7 +46,7 @@ template <typename... P, typename... A>
 cudaError_t LaunchKernel(LaunchMode mode, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem_bytes,
                          cudaStream_t stream, A&&... args) {
   cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attrs[3] = {};
+  cudaLaunchAttribute attrs[2] = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem_bytes;
@@ -61,12 +59,6 @@ cudaError_t LaunchKernel(LaunchMode mode, void (*kernel)(P...), dim3 grid, dim3 
   if (mode.programmatic) {
     attrs[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attrs[cfg.numAttrs++].val.programmaticStreamSerializationAllowed = 1;
-  }
-  if (mode.cluster_z > 1) {
-    attrs[cfg.numAttrs].id = cudaLaunchAttributeClusterDimension;
-    attrs[cfg.numAttrs].val.clusterDim.x = 1;
-    attrs[cfg.numAttrs].val.clusterDim.y = 1;
-    attrs[cfg.numAttrs++].val.clusterDim.z = mode.cluster_z;
   }
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
 }

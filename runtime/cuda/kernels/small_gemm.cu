@@ -1,5 +1,4 @@
 // ottr's TF32 GEMM for small products (contract and reasons: small_gemm.h).
-#include <cooperative_groups.h>
 #include <mma.h>
 
 #include <type_traits>
@@ -11,29 +10,21 @@ namespace ottr::cuda::kernels {
 namespace {
 
 using namespace nvcuda;  // NOLINT: wmma
-namespace cg = cooperative_groups;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 constexpr int kPad = 4;  // floats of padding per staged row: keeps fragment pointers 32-byte aligned
 
-// One staged BK-deep chunk of op(A) (BM rows) and op(B) (BN columns): row strides and floats.
-template <int BM, int BN, int BK, bool TA, bool TB>
-struct ChunkLayout {
+// Shared memory of one CTA. While the K loop runs, every warp stages its own chunk of op(A) and
+// op(B) in the layout that keeps its global loads contiguous (A: [m][k], or [k][m] when
+// transposed; B: [k][n], or [n][k]); afterwards the same bytes hold the 8 partial BM x BN tiles.
+template <int BM, int BN, int BK, bool TA, bool TB, bool kVec>
+struct Smem {
   static constexpr int kALd = TA ? BM + kPad : BK + kPad;
   static constexpr int kAFloats = TA ? BK * kALd : BM * kALd;
   static constexpr int kBLd = TB ? BK + kPad : BN + kPad;
   static constexpr int kBFloats = TB ? BN * kBLd : BK * kBLd;
   static constexpr int kStageFloats = (kAFloats + kBFloats + 7) / 8 * 8;
-};
-
-// Shared memory of one CTA. While the K loop runs, every warp stages its own chunk of op(A) and
-// op(B) in the layout that keeps its global loads contiguous (A: [m][k], or [k][m] when
-// transposed; B: [k][n], or [n][k]); afterwards the same bytes hold the 8 partial BM x BN tiles.
-template <int BM, int BN, int BK, bool TA, bool TB, bool kVec>
-struct Smem : ChunkLayout<BM, BN, BK, TA, TB> {
-  using L = ChunkLayout<BM, BN, BK, TA, TB>;
-  static constexpr int kStageFloats = L::kStageFloats;
   static constexpr int kReduceFloats = kWarps * BM * BN;
   static constexpr int kStages = kVec ? 2 : 1;  // the vector path copies the next chunk while this one is multiplied
   static constexpr int kFloats =
@@ -155,71 +146,37 @@ __device__ __forceinline__ void IssueChunk(const SmallGemmArgs& p, int m0, int n
   if (kCommit) asm volatile("cp.async.commit_group;\n" ::);
 }
 
-// acc (a TM x TN tile) += the staged chunk (sa, sb: the tile's first row of op(A) and column of
-// op(B), rows ALd and BLd floats apart), BK deep. `round`: the operands are float32 still (vector
-// paths) and are rounded to TF32 in the fragments.
-template <int TM, int TN, int BK, int ALd, int BLd, bool TA, bool TB, bool kRound>
-__device__ __forceinline__ void MmaTile(const float* sa, const float* sb,
-                                        wmma::fragment<wmma::accumulator, 16, 16, 8, float> (&acc)[TM / 16][TN / 16]) {
+// acc += the staged chunk (sa, sb), BK deep. `round`: the operands are float32 still (vector
+// path) and are rounded to TF32 in the fragments.
+template <int BM, int BN, int BK, bool TA, bool TB, bool kRound>
+__device__ __forceinline__ void MmaChunk(const float* sa, const float* sb,
+                                         wmma::fragment<wmma::accumulator, 16, 16, 8, float> (&acc)[BM / 16][BN / 16]) {
+  using S = Smem<BM, BN, BK, TA, TB, false>;
   using ALayout = typename std::conditional<TA, wmma::col_major, wmma::row_major>::type;
   using BLayout = typename std::conditional<TB, wmma::col_major, wmma::row_major>::type;
 #pragma unroll
   for (int ks = 0; ks < BK; ks += 8) {
-    wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, BLayout> fb[TN / 16];
+    wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, BLayout> fb[BN / 16];
 #pragma unroll
-    for (int j = 0; j < TN / 16; ++j) {
-      wmma::load_matrix_sync(fb[j], TB ? sb + j * 16 * BLd + ks : sb + ks * BLd + j * 16, BLd);
+    for (int j = 0; j < BN / 16; ++j) {
+      wmma::load_matrix_sync(fb[j], TB ? sb + j * 16 * S::kBLd + ks : sb + ks * S::kBLd + j * 16, S::kBLd);
       if (kRound) {
 #pragma unroll
         for (int e = 0; e < fb[j].num_elements; ++e) fb[j].x[e] = wmma::__float_to_tf32(fb[j].x[e]);
       }
     }
 #pragma unroll
-    for (int i = 0; i < TM / 16; ++i) {
+    for (int i = 0; i < BM / 16; ++i) {
       wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, ALayout> fa;
-      wmma::load_matrix_sync(fa, TA ? sa + ks * ALd + i * 16 : sa + i * 16 * ALd + ks, ALd);
+      wmma::load_matrix_sync(fa, TA ? sa + ks * S::kALd + i * 16 : sa + i * 16 * S::kALd + ks, S::kALd);
       if (kRound) {
 #pragma unroll
         for (int e = 0; e < fa.num_elements; ++e) fa.x[e] = wmma::__float_to_tf32(fa.x[e]);
       }
 #pragma unroll
-      for (int j = 0; j < TN / 16; ++j) wmma::mma_sync(acc[i][j], fa, fb[j], acc[i][j]);
+      for (int j = 0; j < BN / 16; ++j) wmma::mma_sync(acc[i][j], fa, fb[j], acc[i][j]);
     }
   }
-}
-
-// The epilogue of element (gm, gn) of D from its product sum `s`: alpha, bias, ReLU, the mask
-// bit written (kReluAuxBias) or applied (kDRelu*). Writes D when `write_d` (and the element is
-// inside D); returns the value, 0 outside D (for the column sums). Every lane of the warp calls it
-// together (the mask ballot), its lanes on kSeg (16 or 32) consecutive columns of a row from a
-// multiple of kSeg: columns up to a tile's end stay inside the row's RoundUp(N, 128) mask bits.
-template <int kSeg>
-__device__ __forceinline__ float EpilogueElement(const SmallGemmArgs& p, float s, int64_t gm, int64_t gn, int lane,
-                                                 bool write_d) {
-  static_assert(kSeg == 16 || kSeg == 32, "a mask segment is 16 or 32 bits");
-  const SmallGemmEpilogue e = p.epilogue;
-  const bool relu = e == SmallGemmEpilogue::kReluBias || e == SmallGemmEpilogue::kReluAuxBias;
-  const bool bias = relu || e == SmallGemmEpilogue::kBias;
-  const bool drelu = e == SmallGemmEpilogue::kDRelu || e == SmallGemmEpilogue::kDReluBgrad;
-  const bool in = gm < p.m && gn < p.n;
-  float v = p.alpha * s;
-  if (bias && in) v += p.bias[gn];
-  const bool positive = v > 0.0f;
-  if (relu) v = v < 0.0f ? 0.0f : v;
-  if (e == SmallGemmEpilogue::kReluAuxBias) {
-    const unsigned bits = __ballot_sync(0xffffffffu, in && positive);
-    if (lane % kSeg == 0 && gm < p.m) {
-      uint8_t* row = p.mask_out + gm * p.mask_row_bytes + gn / 8;
-      if (kSeg == 32) {
-        *reinterpret_cast<uint32_t*>(row) = bits;
-      } else {
-        *reinterpret_cast<uint16_t*>(row) = static_cast<uint16_t>(bits >> lane);
-      }
-    }
-  }
-  if (drelu) v = in && ((p.mask_in[gm * p.mask_row_bytes + gn / 8] >> (gn % 8)) & 1) ? v : 0.0f;
-  if (in && write_d) p.d[gm * p.ldc + gn] = v;
-  return in ? v : 0.0f;
 }
 
 template <int BM, int BN, int BK, bool TA, bool TB, bool kVec>
@@ -261,7 +218,7 @@ __global__ void __launch_bounds__(kThreads) SmallGemmKernel(SmallGemmArgs p) {
         asm volatile("cp.async.wait_group 0;\n" ::);
       }
       __syncwarp();
-      MmaTile<BM, BN, BK, S::kALd, S::kBLd, TA, TB, true>(stage[cur], stage[cur] + S::kAFloats, acc);
+      MmaChunk<BM, BN, BK, TA, TB, true>(stage[cur], stage[cur] + S::kAFloats, acc);
       __syncwarp();  // the stage is copied into again two chunks later
     }
   } else {
@@ -275,7 +232,7 @@ __global__ void __launch_bounds__(kThreads) SmallGemmKernel(SmallGemmArgs p) {
       chunk.Store(sa, sb, lane);
       __syncwarp();
       if (c + kWarps < chunks) chunk.Load(p, m0, n0, (c + kWarps) * BK, lane);
-      MmaTile<BM, BN, BK, S::kALd, S::kBLd, TA, TB, false>(sa, sb, acc);
+      MmaChunk<BM, BN, BK, TA, TB, false>(sa, sb, acc);
       __syncwarp();
     }
   }
@@ -290,17 +247,42 @@ __global__ void __launch_bounds__(kThreads) SmallGemmKernel(SmallGemmArgs p) {
   }
   __syncthreads();
 
-  const bool bgrad = p.epilogue == SmallGemmEpilogue::kDReluBgrad;
+  const SmallGemmEpilogue e = p.epilogue;
+  const bool relu = e == SmallGemmEpilogue::kReluBias || e == SmallGemmEpilogue::kReluAuxBias;
+  const bool bias = relu || e == SmallGemmEpilogue::kBias;
+  const bool drelu = e == SmallGemmEpilogue::kDRelu || e == SmallGemmEpilogue::kDReluBgrad;
+  const bool bgrad = e == SmallGemmEpilogue::kDReluBgrad;
   // BM * BN is a multiple of 256, so every warp runs every iteration (the mask ballot needs all
   // 32 lanes) and its lanes cover 32 consecutive elements of one row (BN >= 32) or 16 of two.
   for (int t = threadIdx.x; t < BM * BN; t += kThreads) {
     float s = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) s += smem[w * BM * BN + t];
-    const float v = EpilogueElement<(BN < 32 ? BN : 32)>(p, s, m0 + t / BN, n0 + t % BN, lane, !bgrad);
-    if (bgrad) smem[t] = v;  // D is written from here after the column sums
+    const int mm = t / BN, nn = t % BN;
+    const int64_t gm = m0 + mm, gn = n0 + nn;
+    const bool in = gm < p.m && gn < p.n;
+    float v = p.alpha * s;
+    if (bias && in) v += p.bias[gn];
+    const bool positive = v > 0.0f;
+    if (relu) v = v < 0.0f ? 0.0f : v;
+    if (e == SmallGemmEpilogue::kReluAuxBias) {
+      constexpr int kSeg = BN < 32 ? BN : 32;
+      const unsigned bits = __ballot_sync(0xffffffffu, in && positive);
+      // Columns up to the tile's end stay inside the row's RoundUp(N, 128) bits (BN divides 128).
+      if (lane % kSeg == 0 && gm < p.m) {
+        uint8_t* row = p.mask_out + gm * p.mask_row_bytes + gn / 8;
+        if (kSeg == 32) {
+          *reinterpret_cast<uint32_t*>(row) = bits;
+        } else {
+          *reinterpret_cast<uint16_t*>(row) = static_cast<uint16_t>(bits >> lane);
+        }
+      }
+    }
+    if (drelu) v = in && ((p.mask_in[gm * p.mask_row_bytes + gn / 8] >> (gn % 8)) & 1) ? v : 0.0f;
+    if (in && !bgrad) p.d[gm * p.ldc + gn] = v;
+    if (bgrad) smem[t] = in ? v : 0.0f;  // D is written from here after the column sums
   }
-  if (p.epilogue == SmallGemmEpilogue::kBgradA && blockIdx.x == 0) {
+  if (e == SmallGemmEpilogue::kBgradA && blockIdx.x == 0) {
     // This row tile's sums of op(A) over K (float32 values, not TF32): kPerRow consecutive lanes
     // per row take every kPerRow-th k, then add their sums in a fixed tree.
     constexpr int kPerRow = kThreads / BM;
@@ -377,172 +359,15 @@ __global__ void BiasGradFinalizeKernel(const float* __restrict__ partial, int ti
   out[j] = s;
 }
 
-// ---- K split over a thread-block cluster (the configurations with ks > 1) ----
-//
-// At batch 128 the per-warp split above re-reads whole K panels in every CTA: 128 x 512 x 784 in
-// 16 x 32 tiles moves 19 MB through L2 (150 KB a CTA) for 2 MB of operands. Here a cluster of ks
-// CTAs shares one BM x BN tile of D: CTA r of the cluster copies only its share of K (whole
-// 16-deep chunks, all of them in flight at once when they fit in its kSkStages buffers), its four
-// warps each multiply a part of the tile, and the partial tiles stay in shared memory; then CTA r
-// adds rows [r BM / ks, (r + 1) BM / ks) of all ks partial tiles through distributed shared memory
-// in rank order (the same bits whichever CTA finishes first) and runs the epilogue on them. With
-// kDReluBgrad the tile holds all of M, and CTA 0 adds the CTAs' column sums in rank order.
-constexpr int kSkWarps = 4;
-constexpr int kSkThreads = kSkWarps * 32;
-constexpr int kSkBk = 16;
-
-// How the four warps share the BM x BN tile: kM x kN warps, each a kWM x kWN part.
-template <int BM, int BN>
-struct SkWarps {
-  static constexpr int kM = (BM >= 64 && BN < 64) ? 4 : (BM >= 32 ? 2 : 1);
-  static constexpr int kN = kSkWarps / kM;
-  static constexpr int kWM = BM / kM, kWN = BN / kN;
-  static_assert(kWM % 16 == 0 && kWN % 16 == 0, "warp parts are whole 16 x 16 fragments");
-};
-
-template <int BM, int BN, bool TA, bool TB>
-struct SkSmem : ChunkLayout<BM, BN, kSkBk, TA, TB> {
-  static constexpr int kStageFloats = ChunkLayout<BM, BN, kSkBk, TA, TB>::kStageFloats;
-  // About 100 KB of chunks (two CTAs fit an SM), 2 to 8 of them.
-  static constexpr int kFit = 100 * 1024 / 4 / kStageFloats;
-  static constexpr int kStages = kFit < 2 ? 2 : kFit > 8 ? 8 : kFit;
-  // After the K loop: the partial tile, the values of this CTA's rows and their column sums.
-  static constexpr int kEpilogueFloats = 2 * BM * BN + BN;
-  static constexpr int kFloats =
-      kStages * kStageFloats > kEpilogueFloats ? kStages * kStageFloats : kEpilogueFloats;
-  static constexpr int kBytes = kFloats * 4;
-};
-
-// The whole CTA copies an H x W block of a row-major matrix (element (h, w) at g[h * ld + w]) into
-// s[h * sld + w] with 16-byte cp.async, zeros past `rows` and `cols` (g 16-byte aligned, ld a
-// multiple of 4; `safe` any readable 16-byte-aligned address).
-template <int H, int W>
-__device__ __forceinline__ void CtaIssue(float* s, int sld, const float* g, int64_t ld, int rows, int cols,
-                                         const float* safe) {
-  constexpr int kVecRow = W / 4;
-#pragma unroll
-  for (int v = threadIdx.x; v < H * kVecRow; v += kSkThreads) {
-    const int h = v / kVecRow, w = v % kVecRow * 4;
-    const int left = h < rows ? cols - w : 0;
-    const int bytes = left <= 0 ? 0 : left >= 4 ? 16 : left * 4;
-    const float* src = bytes > 0 ? g + h * ld + w : safe;
-    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(s + h * sld + w));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
-  }
-}
-
-template <int BM, int BN, bool TA, bool TB>
-__global__ void __launch_bounds__(kSkThreads) SplitKGemmKernel(SmallGemmArgs p) {
-  using S = SkSmem<BM, BN, TA, TB>;
-  using W = SkWarps<BM, BN>;
-  extern __shared__ __align__(128) float smem[];
-  cg::cluster_group cluster = cg::this_cluster();
-  const int ks = static_cast<int>(cluster.num_blocks());  // the cluster spans gridDim.z
-  const int rank = static_cast<int>(cluster.block_rank());
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
-  const int wm0 = warp / W::kN * W::kWM, wn0 = warp % W::kN * W::kWN;
-  const int chunks = static_cast<int>((p.k + kSkBk - 1) / kSkBk);
-  const int c0 = rank * chunks / ks, count = (rank + 1) * chunks / ks - c0;
-  const int mr = static_cast<int>(p.m - m0), nr = static_cast<int>(p.n - n0);
-
-  wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[W::kWM / 16][W::kWN / 16];
-#pragma unroll
-  for (int i = 0; i < W::kWM / 16; ++i) {
-#pragma unroll
-    for (int j = 0; j < W::kWN / 16; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
-  }
-  // Chunk c of K into buffer `stage`, as one cp.async group (empty past this CTA's chunks, so
-  // that the groups count the same in every iteration).
-  auto issue = [&](int i) {
-    if (i < count) {
-      const int k0 = (c0 + i) * kSkBk, kr = static_cast<int>(p.k - k0);
-      float* sa = smem + i % S::kStages * S::kStageFloats;
-      float* sb = sa + S::kAFloats;
-      if (TA) {
-        CtaIssue<kSkBk, BM>(sa, S::kALd, p.a + k0 * p.lda + m0, p.lda, kr, mr, p.a);
-      } else {
-        CtaIssue<BM, kSkBk>(sa, S::kALd, p.a + m0 * p.lda + k0, p.lda, mr, kr, p.a);
-      }
-      if (TB) {
-        CtaIssue<BN, kSkBk>(sb, S::kBLd, p.b + n0 * p.ldb + k0, p.ldb, nr, kr, p.b);
-      } else {
-        CtaIssue<kSkBk, BN>(sb, S::kBLd, p.b + k0 * p.ldb + n0, p.ldb, kr, nr, p.b);
-      }
-    }
-    asm volatile("cp.async.commit_group;\n" ::);
-  };
-  WaitForPriorGrids();  // pdl.cuh
-  LetDependentsLaunch();
-#pragma unroll
-  for (int i = 0; i < S::kStages - 1; ++i) issue(i);
-  for (int i = 0; i < count; ++i) {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(S::kStages - 2));  // chunk i has landed
-    __syncthreads();  // for every thread's copies; and buffer (i - 1) % kStages is read by all
-    issue(i + S::kStages - 1);
-    const float* sa = smem + i % S::kStages * S::kStageFloats;
-    const float* sb = sa + S::kAFloats;
-    MmaTile<W::kWM, W::kWN, kSkBk, S::kALd, S::kBLd, TA, TB, true>(TA ? sa + wm0 : sa + wm0 * S::kALd,
-                                                                   TB ? sb + wn0 * S::kBLd : sb + wn0, acc);
-  }
-  asm volatile("cp.async.wait_group 0;\n" ::);
-  __syncthreads();  // the chunk buffers become the partial tile
-#pragma unroll
-  for (int i = 0; i < W::kWM / 16; ++i) {
-#pragma unroll
-    for (int j = 0; j < W::kWN / 16; ++j) {
-      wmma::store_matrix_sync(smem + (wm0 + i * 16) * BN + wn0 + j * 16, acc[i][j], BN, wmma::mem_row_major);
-    }
-  }
-  cluster.sync();  // every partial tile is complete and visible to the cluster
-
-  // This CTA's rows: BN is a multiple of 32, so each warp's lanes take 32 columns of one row.
-  const bool bgrad = p.epilogue == SmallGemmEpilogue::kDReluBgrad;
-  const int rows = BM / ks;
-  float* vals = smem + BM * BN;
-  float* col_sums = vals + BM * BN;
-  for (int t = threadIdx.x; t < rows * BN; t += kSkThreads) {
-    const int mm = rank * rows + t / BN, nn = t % BN;
-    float s = 0.0f;
-    for (int q = 0; q < ks; ++q) s += cluster.map_shared_rank(smem, q)[mm * BN + nn];
-    const float v = EpilogueElement<32>(p, s, m0 + mm, n0 + nn, lane, true);
-    if (bgrad) vals[t] = v;
-  }
-  if (bgrad) {  // the tile holds all of M (SmallGemmConfigFits)
-    __syncthreads();
-    for (int nn = threadIdx.x; nn < BN; nn += kSkThreads) {
-      float c = 0.0f;
-      for (int r = 0; r < rows; ++r) c += vals[r * BN + nn];
-      col_sums[nn] = c;
-    }
-    cluster.sync();
-    if (rank == 0) {
-      for (int nn = threadIdx.x; nn < BN && n0 + nn < p.n; nn += kSkThreads) {
-        float total = 0.0f;
-        for (int q = 0; q < ks; ++q) total += cluster.map_shared_rank(col_sums, q)[nn];
-        p.bias_grad[n0 + nn] = total;
-      }
-    }
-  }
-  cluster.sync();  // no CTA leaves while the others still read its shared memory
-}
-
 // (BM, BN, BK). BK = 16 with the scalar path's staging registers; ncu on the H200 found the
 // scalar path issue-bound (~5 cycles per instruction per warp, most of them per-element loads,
 // conversions and stores), which the vector path's 16-byte copies cut to a quarter.
-// ks > 1: SplitKGemmKernel on clusters of ks CTAs (BK is kSkBk). New configurations go last: the
-// algorithm cache stores configurations by index.
 struct Tile {
-  int bm, bn, bk, ks = 1;
+  int bm, bn, bk;
 };
-constexpr Tile kTiles[] = {{16, 32, 16},     {16, 32, 32},    {32, 32, 16},     {16, 64, 16},
-                           {32, 64, 16},     {64, 32, 16},    {64, 16, 16},     {128, 16, 16},
-                           {128, 32, 16, 8}, {128, 32, 16, 4}, {64, 64, 16, 8}, {64, 64, 16, 4},
-                           {64, 32, 16, 4},  {128, 64, 16, 8}};
+constexpr Tile kTiles[] = {{16, 32, 16}, {16, 32, 32}, {32, 32, 16}, {16, 64, 16},
+                           {32, 64, 16}, {64, 32, 16}, {64, 16, 16}, {128, 16, 16}};
 constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
-// A cluster configuration whose operands turn out not to be 16-byte aligned at launch runs this
-// per-warp configuration instead (the scalar path; BM = 128 holds every M a cluster tile holds).
-constexpr int kUnalignedFallback = 7;
 
 // The vector path needs A and B rows that start on 16 bytes.
 bool VectorPath(const SmallGemmArgs& p) {
@@ -608,50 +433,9 @@ cudaError_t ForTile(int tile, bool ta, bool tb, A&&... args) {
   }
 }
 
-template <int BM, int BN, bool TA, bool TB>
-cudaError_t SkPrepare() {
-  return cudaFuncSetAttribute(SplitKGemmKernel<BM, BN, TA, TB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              SkSmem<BM, BN, TA, TB>::kBytes);
-}
-
-template <int BM, int BN, bool TA, bool TB>
-cudaError_t SkLaunch(const SmallGemmArgs& p, int ks, cudaStream_t stream, bool programmatic) {
-  const dim3 grid(static_cast<unsigned>((p.n + BN - 1) / BN), static_cast<unsigned>((p.m + BM - 1) / BM),
-                  static_cast<unsigned>(ks));
-  LaunchMode mode;
-  mode.programmatic = programmatic;
-  mode.cluster_z = static_cast<unsigned>(ks);
-  const cudaError_t e = kernels::LaunchKernel(mode, SplitKGemmKernel<BM, BN, TA, TB>, grid, dim3(kSkThreads),
-                                              SkSmem<BM, BN, TA, TB>::kBytes, stream, p);
-  return e != cudaSuccess ? e : cudaGetLastError();
-}
-
-// Calls SkPrepare or SkLaunch for cluster configuration `tile` and the transposes.
-template <int BM, int BN>
-cudaError_t SkFor(bool prepare, const SmallGemmArgs* p, int ks, cudaStream_t s, bool programmatic) {
-  const bool ta = p->trans_a, tb = p->trans_b;
-  if (prepare) {
-    if (ta) return tb ? SkPrepare<BM, BN, true, true>() : SkPrepare<BM, BN, true, false>();
-    return tb ? SkPrepare<BM, BN, false, true>() : SkPrepare<BM, BN, false, false>();
-  }
-  if (ta) return tb ? SkLaunch<BM, BN, true, true>(*p, ks, s, programmatic) : SkLaunch<BM, BN, true, false>(*p, ks, s, programmatic);
-  return tb ? SkLaunch<BM, BN, false, true>(*p, ks, s, programmatic) : SkLaunch<BM, BN, false, false>(*p, ks, s, programmatic);
-}
-
-cudaError_t SkForTile(int tile, bool prepare, const SmallGemmArgs& p, cudaStream_t s, bool programmatic) {
-  const Tile t = kTiles[tile];
-  if (t.bm == 128 && t.bn == 32) return SkFor<128, 32>(prepare, &p, t.ks, s, programmatic);
-  if (t.bm == 64 && t.bn == 64) return SkFor<64, 64>(prepare, &p, t.ks, s, programmatic);
-  if (t.bm == 64 && t.bn == 32) return SkFor<64, 32>(prepare, &p, t.ks, s, programmatic);
-  if (t.bm == 128 && t.bn == 64) return SkFor<128, 64>(prepare, &p, t.ks, s, programmatic);
-  return cudaErrorInvalidValue;
-}
-
 }  // namespace
 
 int SmallGemmConfigCount() { return kTileCount; }
-
-int SmallGemmConfigSplits(int config) { return kTiles[config].ks; }
 
 void SmallGemmConfigShape(int config, int* bm, int* bn, int* bk) {
   *bm = kTiles[config].bm;
@@ -664,21 +448,13 @@ bool SmallGemmConfigFits(int config, const SmallGemmArgs& p) {
   // Offsets within a tile and the K loop count in int.
   if (p.m >= (1ll << 30) || p.n >= (1ll << 30) || p.k >= (1ll << 30)) return false;
   const Tile t = kTiles[config];
-  if (t.ks > 1) {  // 16-byte rows; whole chunks of K for every CTA; the tile holds M for column sums
-    if (p.lda % 4 != 0 || p.ldb % 4 != 0 || p.epilogue == SmallGemmEpilogue::kBgradA) return false;
-    if (p.epilogue == SmallGemmEpilogue::kDReluBgrad && p.m > t.bm) return false;
-    if ((p.k + kSkBk - 1) / kSkBk < t.ks) return false;
-    return (p.m + t.bm - 1) / t.bm <= 65535;
-  }
   if (p.epilogue == SmallGemmEpilogue::kDReluBgrad && p.m > t.bm && p.bias_grad_partial == nullptr) return false;
   if (p.epilogue == SmallGemmEpilogue::kBgradA && p.k > 256 * (kThreads / t.bm)) return false;  // lanes' loads
   return (p.m + t.bm - 1) / t.bm <= 65535;
 }
 
 int64_t SmallGemmWorkspaceBytes(int config, const SmallGemmArgs& p) {
-  if (config < 0 || config >= kTileCount || kTiles[config].ks > 1 || p.epilogue != SmallGemmEpilogue::kDReluBgrad) {
-    return 0;
-  }
+  if (config < 0 || config >= kTileCount || p.epilogue != SmallGemmEpilogue::kDReluBgrad) return 0;
   const int64_t tiles = (p.m + kTiles[config].bm - 1) / kTiles[config].bm;
   return tiles > 1 ? tiles * p.n * static_cast<int64_t>(sizeof(float)) : 0;
 }
@@ -689,23 +465,11 @@ int64_t SmallGemmCounterBytes(int config, const SmallGemmArgs& p) {
 }
 
 cudaError_t PrepareSmallGemm(int config, bool trans_a, bool trans_b) {
-  if (config < 0 || config >= kTileCount) return cudaErrorInvalidValue;
-  if (kTiles[config].ks > 1) {
-    SmallGemmArgs p;
-    p.trans_a = trans_a;
-    p.trans_b = trans_b;
-    const cudaError_t e = SkForTile(config, /*prepare=*/true, p, nullptr, false);
-    return e != cudaSuccess ? e : ForTile<PrepareF>(kUnalignedFallback, trans_a, trans_b);
-  }
   return ForTile<PrepareF>(config, trans_a, trans_b);
 }
 
 cudaError_t LaunchSmallGemm(int config, const SmallGemmArgs& args, cudaStream_t stream, bool programmatic) {
   if (!SmallGemmConfigFits(config, args)) return cudaErrorInvalidValue;
-  if (kTiles[config].ks > 1) {
-    if (VectorPath(args)) return SkForTile(config, /*prepare=*/false, args, stream, programmatic);
-    config = kUnalignedFallback;
-  }
   return ForTile<LaunchF>(config, args.trans_a, args.trans_b, args, stream, programmatic);
 }
 

@@ -9,12 +9,8 @@
 // the next chunk's loads in flight while the current one is multiplied with TF32 m16n16k8
 // tensor-core MMAs through nvcuda::wmma; operands rounded to TF32 as they are staged in shared
 // memory), and the 8 partial tiles are added in shared memory in warp order before the epilogue.
-// No workspace, no second kernel. The configurations with ks > 1 split K over a thread-block
-// cluster of ks CTAs instead (each copies only its share of K, all of it in flight at once, and
-// the CTAs add their partial tiles in rank order through distributed shared memory: small_gemm.cu),
-// which moves a fraction of the per-warp split's bytes through L2 at batch 128. LtGemm
-// (lt_gemm.h) times the configurations that fit beside cuBLASLt's candidates and keeps whichever
-// is fastest for the shape.
+// No workspace, no second kernel. LtGemm (lt_gemm.h) times the tiles that fit beside cuBLASLt's
+// candidates and keeps whichever is fastest for the shape.
 //
 // Layouts and epilogues are ottr::FusedGemm's (ir/fused_gemm.h): row-major D[M, N] = alpha ·
 // op(A)[M, K] · op(B)[K, N], any leading dimensions, any 4-byte-aligned pointers; the epilogues
@@ -73,8 +69,6 @@ struct SmallGemmArgs {
 // times those that fit.
 int SmallGemmConfigCount();
 void SmallGemmConfigShape(int config, int* bm, int* bn, int* bk);
-// How many CTAs (a thread-block cluster) split K for one tile: 1 for the per-warp split.
-int SmallGemmConfigSplits(int config);
 // Whether `config` can run `args`: kDReluBgrad with BM < M needs bias_grad_partial; the grid's
 // rows are within limits.
 bool SmallGemmConfigFits(int config, const SmallGemmArgs& args);
