@@ -411,6 +411,7 @@ absl::StatusOr<CompiledOp> CompileGemmAdamUpdate(OpCompileContext& ctx) {
   templ.m = ad[1];
   templ.n = bd[1];
   templ.bias = n == 2 ? (bias == "a" ? 0 : 1) : -1;
+  templ.tf32 = ctx.libs().tf32();  // the weight gradient in TF32 when the executor's GEMMs are
   const kernels::AdamHyper h = AdamHyperOf(ctx.node());
   CompiledOp op;
   op.workspace_bytes = workspace;

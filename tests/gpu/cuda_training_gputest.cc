@@ -535,8 +535,10 @@ TEST_F(CudaTrainingTest, LinearSceReluGradStepMatchesCpu) {
   }
 }
 
-// fuse-mlp-step's ottr::MlpStep (the whole step in one cooperative launch) against the same TF32
-// step without the pass on the GPU (cuBLASLt's TF32 GEMMs) and the float32 CPU reference, three
+// A TF32 pass that fuses GEMMs into one of ottr's kernels (fuse-mlp-step's ottr::MlpStep, the
+// whole step in one cooperative launch; fuse-gemm-adam's ottr::GemmAdamUpdate, each weight
+// gradient on the tensor cores with its Adam update) against the same TF32 step without the pass
+// on the GPU (cuBLASLt's TF32 GEMMs) and the float32 CPU reference, three
 // steps from the same state, at 128 rows (the small MLP's benchmark batch) and 300 (a partial
 // 32-row tile), every 7th label ignored. Both GPU steps round the GEMM operands to TF32 (10-bit
 // mantissas), and Adam's m / sqrt(v) turns the small gradients' rounding into whole-lr steps, so
@@ -544,23 +546,26 @@ TEST_F(CudaTrainingTest, LinearSceReluGradStepMatchesCpu) {
 // The fused step must be no further from the reference than the library's TF32 step, within a
 // factor 2 (two independent roundings of the same size) plus 2^-12; each loss within 2^-10 of the
 // unfused step's, and the loss must fall. A wrong index or a lost term is off by O(1).
-TEST_F(CudaTrainingTest, MlpStepMatchesTheUnfusedStep) {
+// `pass` is the pass's name, `op` its node's op type, `nodes_wanted` how many of them the step
+// should have at batch 128 and at `other_batch` (300 unless given).
+void ExpectTf32FusedStepMatchesTheUnfusedStep(const std::string& pass, const std::string& op, int nodes_wanted,
+                                              void (*enable)(passes::TrainingSpec&), int64_t other_batch = 300) {
   auto forward = importer::ImportModelFile(testing::SourcePath("models/mlp/model.onnx"));
   ASSERT_TRUE(forward.ok()) << forward.status();
-  for (int64_t batch : {128, 300}) {
+  for (int64_t batch : {int64_t{128}, other_batch}) {
     SCOPED_TRACE(batch);
     passes::TrainingSpec spec;
     spec.batch = batch;
     spec.precision = passes::Precision::kTf32;
     spec.multi_tensor_updates = true;
     spec.fuse_epilogues = true;
-    spec.fuse_mlp_step = true;
+    enable(spec);
     auto fused = passes::BuildTrainingGraph(**forward, spec);
     ASSERT_TRUE(fused.ok()) << fused.status();
     int nodes = 0;
-    for (const ir::Node* n : (*fused)->nodes()) nodes += n->op_type() == "MlpStep";
-    ASSERT_EQ(nodes, 1) << "fuse-mlp-step should take the whole step";
-    spec.disabled_passes = {"fuse-mlp-step"};
+    for (const ir::Node* n : (*fused)->nodes()) nodes += n->op_type() == op;
+    ASSERT_EQ(nodes, nodes_wanted) << pass << " should make " << nodes_wanted << " " << op;
+    spec.disabled_passes = {pass};
     auto plain = passes::BuildTrainingGraph(**forward, spec);
     ASSERT_TRUE(plain.ok()) << plain.status();
     cuda::CudaExecutorOptions o;
@@ -609,6 +614,23 @@ TEST_F(CudaTrainingTest, MlpStepMatchesTheUnfusedStep) {
       EXPECT_LE(fused, 2.0 * lib + std::ldexp(1.0, -12)) << name;
     }
   }
+}
+
+TEST_F(CudaTrainingTest, MlpStepMatchesTheUnfusedStep) {
+  ExpectTf32FusedStepMatchesTheUnfusedStep("fuse-mlp-step", "MlpStep", 1,
+                                           [](passes::TrainingSpec& s) { s.fuse_mlp_step = true; });
+}
+
+// Batch 128 and 100 (k = 100 is off the MMA's 8 rows: the last step's rows are zero-filled), every
+// layer's weight and bias (the pass fuses k <= 256 only).
+TEST_F(CudaTrainingTest, Tf32GemmAdamStepMatchesTheUnfusedStep) {
+  ExpectTf32FusedStepMatchesTheUnfusedStep(
+      "fuse-gemm-adam", "GemmAdamUpdate", 3,
+      [](passes::TrainingSpec& s) {
+        s.fuse_gemm_adam = true;
+        s.expose_gradients = false;
+      },
+      /*other_batch=*/100);
 }
 
 TEST_F(CudaTrainingTest, GraphReplayEqualsEagerLaunches) {

@@ -909,6 +909,143 @@ __global__ void __launch_bounds__(kLinWarps * 32)
   FinishGrid<float>(sync, partial, a.loss);
 }
 
+// One row per block, for the small batches (n <= kLinSelfCount) of the vector path with at most 16
+// classes and no column sums: the MLP's classifier at batch 128 took 10.3 µs as 32 blocks of a row
+// per warp (bench/RESULTS.md 2026-12-07 (4)): 1 warp per scheduler issuing every 8.4 cycles
+// through a warp's whole row (its 512 columns' products for 10 classes, the softmax, dx), the
+// weight copied into every block's shared memory first. Here each of the block's 4 warps takes
+// 128 columns of the row per pass (4 per lane, kChunks passes: K <= 512 kChunks): every load is
+// issued at once (the lane's float4 of x, of the weight's c rows, its mask bits, the labels for
+// the count), each logit is summed over the lane's columns, the warp's lanes
+// (ReduceClassesOverWarp) and the 4 warps in order, warp 0 computes the softmax terms as
+// LinearSceKernel does (the same formulas), and every lane makes its columns of dx from the
+// weight still in its registers. The labels are counted by every block (as LinearSceKernel below
+// kLinSelfCount rows); the loss partials are added by the last block (FinishGrid).
+template <int kChunks>
+__global__ void __launch_bounds__(kLinWarps * 32) LinearSceRowKernel(LinearSceArgs a, double* __restrict__ partial,
+                                                                    SceSync* sync) {
+  constexpr int kMaxC = 16, kThreads = kLinWarps * 32;
+  constexpr int kLabelsPerThread = static_cast<int>(kLinSelfCount / kThreads);
+  __shared__ float zs[kLinWarps][kMaxC];
+  __shared__ float dls[kMaxC];
+  __shared__ unsigned counts[kLinWarps];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int c = a.c;
+  const int k_len = static_cast<int>(a.k);
+  const int64_t row = blockIdx.x;
+  WaitForPriorGrids();  // x, the mask and the labels are earlier launches' outputs
+  LetDependentsLaunch();
+  float4 xv[kChunks], wv[kChunks][kMaxC];
+  unsigned bits[kChunks];
+#pragma unroll
+  for (int q = 0; q < kChunks; ++q) {
+    const int k0 = 4 * (tid + kThreads * q);
+    const bool valid = k0 < k_len;
+    const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    xv[q] = valid ? __ldg(reinterpret_cast<const float4*>(a.x + row * k_len + k0)) : zero;
+#pragma unroll
+    for (int j = 0; j < kMaxC; ++j) {
+      wv[q][j] = valid && j < c ? __ldg(reinterpret_cast<const float4*>(a.w + static_cast<int64_t>(j) * k_len + k0))
+                                : zero;
+    }
+    bits[q] = valid && a.mask != nullptr ? (a.mask[row * a.mask_ld + (k0 >> 3)] >> (k0 & 7)) & 0xFu : 0xFu;
+  }
+  const int64_t y = LoadLabel(a.labels, a.labels64, row);
+  unsigned mine = 0;
+#pragma unroll
+  for (int i = 0; i < kLabelsPerThread; ++i) {
+    const int64_t r = tid + static_cast<int64_t>(kThreads) * i;
+    mine += r < a.n && LoadLabel(a.labels, a.labels64, r) != a.ignore_index ? 1u : 0u;
+  }
+  mine = __reduce_add_sync(0xffffffffu, mine);
+  if (lane == 0) counts[warp] = mine;
+  // This lane's share of the logits.
+  float z[kMaxC];
+#pragma unroll
+  for (int j = 0; j < kMaxC; ++j) z[j] = 0.0f;
+#pragma unroll
+  for (int q = 0; q < kChunks; ++q) {
+#pragma unroll
+    for (int j = 0; j < kMaxC; ++j) {
+      if (j < c) {
+        z[j] = fmaf(xv[q].x, wv[q][j].x, z[j]);
+        z[j] = fmaf(xv[q].y, wv[q][j].y, z[j]);
+        z[j] = fmaf(xv[q].z, wv[q][j].z, z[j]);
+        z[j] = fmaf(xv[q].w, wv[q][j].w, z[j]);
+      }
+    }
+  }
+  const float zw = ReduceClassesOverWarp<kMaxC>(z, lane);  // lane l: class l >> 1
+  if ((lane & 1) == 0) zs[warp][lane >> 1] = zw;
+  __syncthreads();
+  if (warp == 0) {
+    unsigned count = 0;
+#pragma unroll
+    for (int w = 0; w < kLinWarps; ++w) count += counts[w];
+    const double scale = LoadAny(a.dloss, a.dloss_dtype, 0) / static_cast<double>(count);
+    const double eps = a.label_smoothing;
+    const int cls = lane >> 1;
+    const bool own = cls < c, first = (lane & 1) == 0;
+    float zj = 0.0f;
+    if (own) {
+      zj = zs[0][cls];
+#pragma unroll
+      for (int w = 1; w < kLinWarps; ++w) zj += zs[w][cls];
+      if (a.bias != nullptr) zj += __ldg(a.bias + cls);
+    }
+    const float m = nl::WarpMax(own ? zj : -std::numeric_limits<float>::infinity());
+    const double s = nl::WarpSum(own && first ? static_cast<double>(ExpC(zj - m)) : 0.0);
+    const double lse = static_cast<double>(m) + log(s);
+    const float lt = static_cast<float>(static_cast<double>(zj) - lse);
+    const double l = static_cast<double>(lt);
+    const double all = nl::WarpSum(own && first ? l : 0.0);
+    const bool y_class = y >= 0 && y < c;
+    const double lpy = static_cast<double>(__shfl_sync(0xffffffffu, lt, y_class ? static_cast<int>(y) << 1 : 0));
+    const float dl = own ? SceGradAt<float, float>(l, cls, y, c, a.ignore_index, eps, scale) : 0.0f;
+    if (own && first) {
+      a.dlogits[row * a.ldc + cls] = dl;
+      dls[cls] = dl;
+    }
+    for (int j = c + lane; j < a.ldc; j += 32) a.dlogits[row * a.ldc + j] = 0.0f;  // padded columns
+    if (lane == 0) {
+      const bool counted = y != a.ignore_index;
+      const double loss = !counted ? 0.0 : !y_class ? NaN() : (1.0 - eps) * -lpy + eps / c * -all;
+      WriteBlockResult<float>(loss, counted ? 1.0 : 0.0, true, a.loss, nullptr, partial);
+    }
+  }
+  __syncthreads();
+  // dx = dlogits · W through the ReLU mask or x's ReLU, from the registers.
+#pragma unroll
+  for (int q = 0; q < kChunks; ++q) {
+    const int k0 = 4 * (tid + kThreads * q);
+    if (k0 >= k_len) continue;
+    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int j = 0; j < kMaxC; ++j) {
+      if (j < c) {
+        const float d = dls[j];
+        o.x = fmaf(d, wv[q][j].x, o.x);
+        o.y = fmaf(d, wv[q][j].y, o.y);
+        o.z = fmaf(d, wv[q][j].z, o.z);
+        o.w = fmaf(d, wv[q][j].w, o.w);
+      }
+    }
+    if (a.relu_x) {  // ReluGrad(dx, x): x > 0 (false for NaN)
+      o.x = xv[q].x > 0.0f ? o.x : 0.0f;
+      o.y = xv[q].y > 0.0f ? o.y : 0.0f;
+      o.z = xv[q].z > 0.0f ? o.z : 0.0f;
+      o.w = xv[q].w > 0.0f ? o.w : 0.0f;
+    } else {
+      o.x = bits[q] & 1u ? o.x : 0.0f;
+      o.y = bits[q] & 2u ? o.y : 0.0f;
+      o.z = bits[q] & 4u ? o.z : 0.0f;
+      o.w = bits[q] & 8u ? o.w : 0.0f;
+    }
+    *reinterpret_cast<float4*>(a.dx + row * k_len + k0) = o;
+  }
+  FinishGrid<float>(sync, partial, a.loss);
+}
+
 template <int kMaxC, bool kVec, int kRows>
 cudaError_t LaunchLinearSceAs(const LinearSceArgs& a, SceForwardPlan p, bool coop, double* partial,
                               const SceScaleSource& src, SceSync* sync, const SceBiasGrad& bg, cudaStream_t s,
@@ -1291,6 +1428,17 @@ cudaError_t LaunchLinearSce(const LinearSceArgs& in, void* workspace, void* coun
   if (col_sums) {
     bg.partial = partial + 2 * kMaxPartials;
     bg.out = a.dbias;
+  }
+  // Small batches without column sums: a block per row (LinearSceRowKernel), K <= 1024.
+  if (vec && !col_sums && a.c <= 16 && a.n <= kLinSelfCount && a.k <= 2 * 4 * kLinWarps * 32) {
+    SceForwardPlan rp;
+    rp.threads = kLinWarps * 32;
+    rp.grid = static_cast<int>(a.n);
+    const cudaError_t e =
+        a.k <= 4 * kLinWarps * 32
+            ? LaunchSce(LinearSceRowKernel<1>, rp, false, stream, programmatic, a, partial, a.n > 1 ? sync : nullptr)
+            : LaunchSce(LinearSceRowKernel<2>, rp, false, stream, programmatic, a, partial, a.n > 1 ? sync : nullptr);
+    return e != cudaSuccess ? e : cudaGetLastError();
   }
   cudaError_t err;
   if (multi) {

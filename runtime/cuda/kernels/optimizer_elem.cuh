@@ -50,6 +50,21 @@ struct AdamElem {
     bc2_sqrt = static_cast<T>(sqrt(bc2));
     decay = static_cast<T>(__dsub_rn(1.0, __dmul_rn(lr, wd)));
   }
+  // Prepare() by two lanes of a warp at once (the two pow in double are its longest chain: ~1 µs
+  // for one thread, bench/adam_scalars_bench.cu): lane 0 writes step_size and decay to out[0],
+  // out[2], lane 1 bc2_sqrt to out[1]; other lanes do nothing. The same arithmetic as Prepare().
+  __device__ void PrepareSplit(const OptimizerScalars& s, int lane, T* out) const {
+    if (lane > 1) return;
+    const double t = static_cast<double>(ReadStep(s));
+    const double bc = 1.0 - pow(lane == 0 ? beta1 : beta2, t);
+    if (lane == 0) {
+      const double lr = ReadLr(s);
+      out[0] = static_cast<T>(lr / bc);
+      out[2] = static_cast<T>(__dsub_rn(1.0, __dmul_rn(lr, wd)));
+    } else {
+      out[1] = static_cast<T>(sqrt(bc));
+    }
+  }
   __device__ __forceinline__ void Apply(T& x, T d, T* st, bool /*has_state0*/) const {
     if (wd != 0.0) {
       if (decoupled) {

@@ -94,19 +94,20 @@ cudaError_t LaunchMultiTensorSgd(const MultiTensorEntry* device_table, int num_t
                                  int dtype, const SgdHyper& h, const OptimizerScalars& s, cudaStream_t stream);
 
 // ottr::GemmAdamUpdate (ir/ops/ottr_training_ops.cc) in one launch: the weight gradient
-// g = Aᵀ·B (A [k, m], B [k, n], float32, row-major; float32 products summed in increasing k, no
-// TF32), optionally the bias gradient (bias 0: Σ_k of A's rows, [m]; bias 1: of B's rows, [n];
+// g = Aᵀ·B (A [k, m], B [k, n], float32, row-major; `tf32` off: float32 products summed in
+// increasing k; on: on the TF32 tensor cores, operands rounded to TF32), optionally the bias gradient (bias 0: Σ_k of A's rows, [m]; bias 1: of B's rows, [n];
 // in double, increasing k, rounded once), and the Adam update of the weight [m, n] (tensor 0)
 // and the bias (tensor 1) from them, element arithmetic as LaunchPackedAdam. The gradients are
 // never stored. Outputs may alias their inputs. For small k (the batch of a weight gradient),
 // k <= kGemmAdamMaxK: each block keeps a 32 x 64 tile of g in registers and all k rows of its
-// A and B columns in shared memory (96 KB at k = 256).
+// A and B columns in shared memory (96 KB at k = 256, 112 KB with the TF32 kernel's padding).
 constexpr int64_t kGemmAdamMaxK = 256;
 struct GemmAdamArgs {
   const float* a = nullptr;
   const float* b = nullptr;
   int64_t k = 0, m = 0, n = 0;
   int bias = -1;  // -1: none, 0: Σ_k A[k, :], 1: Σ_k B[k, :]
+  bool tf32 = false;
   const float* param[2] = {};
   const float* m_in[2] = {};
   const float* v_in[2] = {};

@@ -2,17 +2,24 @@
 // (runtime/cpu/ottr_training_kernels.cc). The executor poisons its arena with NaN bytes before
 // the kernels run, so an element the kernel does not write shows up.
 //
-// Exact case: A and B hold small integers (random in [-4, 4]), so every partial sum of the
-// product and of the bias is an integer below 2^24, exact in float32 in any order: the kernel's
-// gradients equal the CPU's, the element arithmetic is the CPU's (round-to-nearest intrinsics, no
-// contraction), and p', m', v' must match bit for bit.
+// Exact case: A and B hold small integers (random in [-4, 4]; exact in TF32 too), so every partial
+// sum of the product and of the bias is an integer below 2^24, exact in float32 in any order: the
+// kernel's gradients equal the CPU's, the element arithmetic is the CPU's (round-to-nearest
+// intrinsics, no contraction), and p', m', v' must match bit for bit. Both kernels run: TF32 off
+// (float32 FMAs) and on (tensor cores).
 //
-// Random case: A, B uniform floats. The gradient differs from the CPU's by the order of k float32
-// additions: |Δg| <= (k + 2)·2^-24·S with S = Σ_k |a·b| (the bias sums are in double on both
-// sides: equal). m' = m + w1·(g - m) and v' = β2·v + w2·g² move by w1·|Δg| and w2·(2|g| + |Δg|)·|Δg|
+// Random case: A, B uniform floats. TF32 off, the gradient differs from the CPU's by the order of
+// k float32 additions: |Δg| <= (k + 2)·2^-24·S with S = Σ_k |a·b| (the bias sums are in double on
+// both sides: equal). TF32 on (the tensor-core kernel), each factor is rounded to nearest TF32
+// (relative 2^-11 each, so 2^-10 + 2^-22 for the product, exact in float32 after that) and the
+// k products are summed by the MMA's float32 adds, taken at twice float32's unit for an adder
+// that need not round to nearest: |Δg| <= (2^-10 + 2^-22 + 2·(k + 2)·2^-24)·S.
+// m' = m + w1·(g - m) and v' = β2·v + w2·g² move by w1·|Δg| and w2·(2|g| + |Δg|)·|Δg|
 // plus their own float32 roundings (4 operations, 2^-24 each, on terms of |m| + w1·|g - m| and
-// β2·v + w2·g²); p' is checked by evaluating Adam in double at g ± Δg: the CPU's p' and the GPU's
-// must both lie within that range widened by float32 rounding (8 operations on |p| + |step|).
+// β2·v + w2·g²); p' is checked against the range Adam in double gives over [g - 2Δg, g + 2Δg]
+// (AdamParamRange): the CPU's p' and the GPU's must both lie within it, widened by float32
+// rounding (16 units on |p| + |step|).
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -61,23 +68,33 @@ std::string Graph(int64_t k, int64_t m, int64_t n, const std::string& bias, bool
   return s + "}";
 }
 
-// Adam in double (the kernel's formula) for one element.
-struct AdamOut {
-  double p, m, v;
+// The range of p' that Adam (in double, the kernel's formula) gives for any gradient in [g0, g1]:
+// m' is increasing in g, v' takes g² (its least 0 when the interval holds 0), and p' = p - s·m' /
+// (√v' / c2 + eps) is bounded by the quotients of the ends of those ranges (interval arithmetic;
+// evaluating Adam at g0 and g1 alone is not a bound: m' / √v' is not monotonic in g). `step` is the
+// largest |s·m' / denominator|, for the float32 rounding allowance.
+struct ParamRange {
+  double lo, hi, step;
 };
-AdamOut AdamDouble(double p, double g, double m, double v, double wd, bool decoupled) {
+ParamRange AdamParamRange(double p, double g0, double g1, double m, double v, double wd, bool decoupled) {
   const double lr = kLr, t = static_cast<double>(kStep);
   if (wd != 0) {
     if (decoupled) {
       p *= 1 - lr * wd;
     } else {
-      g += wd * p;
+      g0 += wd * p;
+      g1 += wd * p;
     }
   }
-  const double mn = m + (1 - kBeta1) * (g - m);
-  const double vn = kBeta2 * v + (1 - kBeta2) * g * g;
-  const double denom = std::sqrt(vn) / std::sqrt(1 - std::pow(kBeta2, t)) + kEps;
-  return {p - lr / (1 - std::pow(kBeta1, t)) * (mn / denom), mn, vn};
+  const double m_lo = m + (1 - kBeta1) * (g0 - m), m_hi = m + (1 - kBeta1) * (g1 - m);
+  const double sq_lo = g0 <= 0 && g1 >= 0 ? 0.0 : std::min(g0 * g0, g1 * g1), sq_hi = std::max(g0 * g0, g1 * g1);
+  const double c2 = std::sqrt(1 - std::pow(kBeta2, t));
+  const double d_lo = std::sqrt(kBeta2 * v + (1 - kBeta2) * sq_lo) / c2 + kEps;
+  const double d_hi = std::sqrt(kBeta2 * v + (1 - kBeta2) * sq_hi) / c2 + kEps;
+  const double s = lr / (1 - std::pow(kBeta1, t));
+  const double q[4] = {m_lo / d_lo, m_lo / d_hi, m_hi / d_lo, m_hi / d_hi};
+  const double q_lo = *std::min_element(q, q + 4), q_hi = *std::max_element(q, q + 4);
+  return {p - s * q_hi, p - s * q_lo, s * std::max(std::abs(q_lo), std::abs(q_hi))};
 }
 
 struct Case {
@@ -121,69 +138,94 @@ TEST_P(CudaGemmAdamTest, MatchesCpu) {
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   auto want = (*cpu)->Run(feeds);
   ASSERT_TRUE(want.ok()) << want.status();
-  auto gpu = cuda::CudaExecutor::Create(*g, cuda::CudaExecutorOptions{});
-  ASSERT_TRUE(gpu.ok()) << gpu.status();
   const ir::Tensor& a = feeds.at("a");
   const ir::Tensor& b = feeds.at("b");
   const double u = std::ldexp(1.0, -24);
   const double wd = c.decoupled ? 0.01 : 0.0;
-  for (int run = 0; run < 2; ++run) {  // the graph's first replay and a second one
-    auto got = (*gpu)->Run(feeds);
-    ASSERT_TRUE(got.ok()) << got.status();
-    const int n_t = with_bias ? 2 : 1;
-    ASSERT_EQ(got->size(), static_cast<size_t>(3 * n_t));
-    if (c.exact) {
-      for (size_t i = 0; i < got->size(); ++i) {
-        EXPECT_TRUE((*got)[i].BitwiseEquals((*want)[i])) << "output " << g->outputs()[i]->name() << " run " << run;
-      }
-      continue;
-    }
-    // The weight (tensor 0): outputs 0 (p'), n_t (m'), 2·n_t (v').
-    int bad = 0;
-    for (int64_t i = 0; i < c.m; ++i) {
-      for (int64_t j = 0; j < c.n; ++j) {
-        double s = 0, gd = 0;
-        for (int64_t q = 0; q < c.k; ++q) {
-          const double t = a.GetAsDouble(q * c.m + i) * b.GetAsDouble(q * c.n + j);
-          s += std::abs(t);
-          gd += t;
+  for (const bool tf32 : {false, true}) {
+    SCOPED_TRACE(tf32 ? "tf32" : "float32");
+    cuda::CudaExecutorOptions o;
+    o.tf32 = tf32;
+    auto gpu = cuda::CudaExecutor::Create(*g, o);
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    for (int run = 0; run < 2; ++run) {  // the graph's first replay and a second one
+      auto got = (*gpu)->Run(feeds);
+      ASSERT_TRUE(got.ok()) << got.status();
+      const int n_t = with_bias ? 2 : 1;
+      ASSERT_EQ(got->size(), static_cast<size_t>(3 * n_t));
+      if (c.exact) {
+        for (size_t i = 0; i < got->size(); ++i) {
+          EXPECT_TRUE((*got)[i].BitwiseEquals((*want)[i])) << "output " << g->outputs()[i]->name() << " run " << run;
         }
-        const double dg = (c.k + 2) * u * s;
-        const int64_t e = i * c.n + j;
-        const double p = feeds.at("p0").GetAsDouble(e), m = feeds.at("m0").GetAsDouble(e),
-                     v = feeds.at("v0").GetAsDouble(e);
-        const double gp = (*got)[0].GetAsDouble(e), gm = (*got)[n_t].GetAsDouble(e), gv = (*got)[2 * n_t].GetAsDouble(e);
-        const double wp = (*want)[0].GetAsDouble(e), wm = (*want)[n_t].GetAsDouble(e), wv = (*want)[2 * n_t].GetAsDouble(e);
+        continue;
+      }
+      // Tensor t (0: the weight, 1: the bias), element e, whose gradient is gd exactly (in double)
+      // and within dg in both kernels' and the CPU's float32: outputs t (p'), n_t + t (m'), 2·n_t + t
+      // (v'). True when within the bounds above.
+      int bad = 0;
+      auto check = [&](int t, int64_t e, double gd, double dg, const std::string& where) {
+        const double p = feeds.at(absl::StrCat("p", t)).GetAsDouble(e),
+                     m = feeds.at(absl::StrCat("m", t)).GetAsDouble(e),
+                     v = feeds.at(absl::StrCat("v", t)).GetAsDouble(e);
+        const double gp = (*got)[t].GetAsDouble(e), gm = (*got)[n_t + t].GetAsDouble(e),
+                     gv = (*got)[2 * n_t + t].GetAsDouble(e);
+        const double wp = (*want)[t].GetAsDouble(e), wm = (*want)[n_t + t].GetAsDouble(e),
+                     wv = (*want)[2 * n_t + t].GetAsDouble(e);
         const double g_abs = std::abs(gd) + dg + wd * std::abs(p);
         const double m_bound = (1 - kBeta1) * 2 * dg + 8 * u * (std::abs(m) + (1 - kBeta1) * (g_abs + std::abs(m)));
-        const double v_bound = (1 - kBeta2) * (2 * g_abs + 2 * dg) * 2 * dg + 8 * u * (kBeta2 * v + (1 - kBeta2) * g_abs * g_abs);
-        const AdamOut lo = AdamDouble(p, gd - 2 * dg, m, v, wd, c.decoupled);
-        const AdamOut hi = AdamDouble(p, gd + 2 * dg, m, v, wd, c.decoupled);
-        const double step = kLr / (1 - std::pow(kBeta1, kStep)) * (std::abs(lo.m) + std::abs(hi.m)) /
-                            (std::sqrt(std::min(lo.v, hi.v)) / std::sqrt(1 - std::pow(kBeta2, kStep)) + kEps);
-        const double p_lo = std::min(lo.p, hi.p) - 16 * u * (std::abs(p) + step);
-        const double p_hi = std::max(lo.p, hi.p) + 16 * u * (std::abs(p) + step);
+        const double v_bound =
+            (1 - kBeta2) * (2 * g_abs + 2 * dg) * 2 * dg + 8 * u * (kBeta2 * v + (1 - kBeta2) * g_abs * g_abs);
+        const ParamRange r = AdamParamRange(p, gd - 2 * dg, gd + 2 * dg, m, v, wd, c.decoupled);
+        const double p_lo = r.lo - 16 * u * (std::abs(p) + r.step), p_hi = r.hi + 16 * u * (std::abs(p) + r.step);
         const bool ok = std::abs(gm - wm) <= m_bound && std::abs(gv - wv) <= v_bound && gp >= p_lo && gp <= p_hi &&
                         wp >= p_lo && wp <= p_hi;
         if (!ok && bad++ < 5) {
-          ADD_FAILURE() << "[" << i << ", " << j << "] p' " << gp << " (CPU " << wp << ", range " << p_lo << ".."
-                        << p_hi << "), m' " << gm << " (CPU " << wm << ", bound " << m_bound << "), v' " << gv
-                        << " (CPU " << wv << ", bound " << v_bound << ")";
+          ADD_FAILURE() << where << " p' " << gp << " (CPU " << wp << ", range " << p_lo << ".." << p_hi << "), m' "
+                        << gm << " (CPU " << wm << ", bound " << m_bound << "), v' " << gv << " (CPU " << wv
+                        << ", bound " << v_bound << ")";
+        }
+      };
+      for (int64_t i = 0; i < c.m; ++i) {
+        for (int64_t j = 0; j < c.n; ++j) {
+          double s = 0, gd = 0;
+          for (int64_t q = 0; q < c.k; ++q) {
+            const double t = a.GetAsDouble(q * c.m + i) * b.GetAsDouble(q * c.n + j);
+            s += std::abs(t);
+            gd += t;
+          }
+          const double rel = tf32 ? std::ldexp(1.0, -10) + std::ldexp(1.0, -22) + 2 * (c.k + 2) * u : (c.k + 2) * u;
+          check(0, i * c.n + j, gd, rel * s, absl::StrCat("[", i, ", ", j, "]"));
         }
       }
-    }
-    EXPECT_EQ(bad, 0) << "run " << run;
-    // The bias: sums in double on both sides, the same float32 gradient: bit for bit.
-    if (with_bias) {
-      for (int o = 0; o < 3; ++o) {
-        EXPECT_TRUE((*got)[o * n_t + 1].BitwiseEquals((*want)[o * n_t + 1])) << "bias output " << o << " run " << run;
+      // The bias: TF32 off, summed in double in increasing k as on the CPU, the same float32
+      // gradient: bit for bit. TF32 on, in double in 8 interleaved parts: the two double sums
+      // differ by at most 2·k·2^-53 of S = Σ|x| and each is rounded once to float32 (2^-24 of S):
+      // dg = (2^-23 + k·2^-52)·S.
+      if (with_bias && !tf32) {
+        for (int o = 0; o < 3; ++o) {
+          EXPECT_TRUE((*got)[o * n_t + 1].BitwiseEquals((*want)[o * n_t + 1])) << "bias output " << o << " run " << run;
+        }
+      } else if (with_bias) {
+        const bool over_a = std::string(c.bias) == "a";
+        const ir::Tensor& x = over_a ? a : b;
+        const int64_t cols = over_a ? c.m : c.n;
+        for (int64_t j = 0; j < cols; ++j) {
+          double s = 0, gd = 0;
+          for (int64_t q = 0; q < c.k; ++q) {
+            s += std::abs(x.GetAsDouble(q * cols + j));
+            gd += x.GetAsDouble(q * cols + j);
+          }
+          check(1, j, gd, (2 * u + c.k * std::ldexp(1.0, -52)) * s, absl::StrCat("bias [", j, "]"));
+        }
       }
+      EXPECT_EQ(bad, 0) << "run " << run;
     }
   }
 }
 
-// Tiles of 32 x 64, all k rows staged: shapes on and off those multiples, k from 7 to the most, the
-// batch-128 MLP's first layer, both bias sides, Adam and AdamW.
+// Tiles of 32 x 64 (32 x 32 in TF32), all k rows staged: shapes on and off those multiples, k from
+// 7 to the most (TF32: on and off the MMA's 8 rows), rows on and off 16 bytes (the TF32 kernel's
+// 16- or 4-byte copies), the batch-128 MLP's first layer, both bias sides, Adam and AdamW.
 INSTANTIATE_TEST_SUITE_P(
     Shapes, CudaGemmAdamTest,
     ::testing::Values(Case{40, 33, 70, "a", false, true}, Case{40, 33, 70, "b", true, true},

@@ -333,18 +333,20 @@ TEST(CudaLossOpsTest, SoftmaxCrossEntropyWithGradReadsTheLabelsCount) {
 }
 
 // ottr::LinearSoftmaxCrossEntropyWithGrad (fuse-linear-sce) against the CPU reference on the
-// shapes that pick each launch: the MLP's classifier at batch 128 (32 blocks counting the labels
-// themselves, 16-byte copies), batch 8192 (a cooperative grid, warps looping over rows), 4099 rows
-// of 32 classes (a lane per class, int32 labels, the last block partly empty), a [K, C] weight
-// with K % 4 != 0 and no mask (element copies), a single row (one block), 2000 rows (cooperative).
+// shapes that pick each launch: the MLP's classifier at batch 128 (a block per row,
+// LinearSceRowKernel, each counting the labels itself), batch 8192 (a cooperative grid, warps
+// looping over rows), 4099 rows of 32 classes (a lane per class, int32 labels, the last block
+// partly empty), a [K, C] weight with K % 4 != 0 and no mask (element copies), a single row (one
+// block), 2000 rows (cooperative), and a block per row in two passes over K.
 // Tolerances: the GPU adds each logit's K products in float32 FMA (32 lanes, then a
-// reduce-scatter), the CPU in its own order, so each logit differs by at most 2 K u S (u = 2^-24,
-// S = max over classes of sum_k |x_k W(j, k)|, the accumulated error of both orders); the softmax is
-// 1-Lipschitz per entry in the max norm of the logits, so each p_ij by at most 2 dz (then scaled
-// by dloss / count into dlogits), and the loss by 2 dz; dx_ik = sum_j dlogits_ij W(j, k) adds the
-// dlogits error times sum_j |W(j, k)| and C u sum_j |dlogits_ij W(j, k)| of its own rounding. Each
-// bound gets the CPU reference's 1e-5 relative of the SCE kernels on top. Outputs are poisoned by
-// the executor before the kernel runs, and two replays must give the same bits.
+// reduce-scatter; a block per row: then its 4 warps), the CPU in its own order, so each logit
+// differs by at most 2 K u S (u = 2^-24, S = max over classes of sum_k |x_k W(j, k)|, the
+// accumulated error of both orders); the softmax is 1-Lipschitz per entry in the max norm of the
+// logits, so each p_ij by at most 2 dz (then scaled by dloss / count into dlogits), and the loss
+// by 2 dz; dx_ik = sum_j dlogits_ij W(j, k) adds the dlogits error times sum_j |W(j, k)| and
+// C u sum_j |dlogits_ij W(j, k)| of its own rounding. Each bound gets the CPU reference's 1e-5
+// relative of the SCE kernels on top. Outputs are poisoned by the executor before the kernel
+// runs, and two replays must give the same bits.
 TEST(CudaLossOpsTest, LinearSoftmaxCrossEntropyWithGradMatchesCpu) {
   OTTR_REQUIRE_CUDA_DEVICE();
   enum Act { kNoAct, kMask, kReluX };
@@ -369,7 +371,11 @@ TEST(CudaLossOpsTest, LinearSoftmaxCrossEntropyWithGradMatchesCpu) {
                                            {128, 512, 10, true, kReluX, true, 2, true},
                                            {1, 20, 3, true, kReluX, true, 1, true},
                                            {37, 30, 17, false, kReluX, true, 3, false},
-                                           {2000, 100, 7, true, kReluX, false, 1, true}}) {
+                                           {2000, 100, 7, true, kReluX, false, 1, true},
+                                           // a block per row: two passes of 512 columns (the
+                                           // second partial), 16 classes; no activation, padded
+                                           {300, 1000, 16, true, kReluX, false},
+                                           {64, 512, 10, true, kNoAct, true, 2}}) {
     const int64_t ldc = p.c + p.pad;
     SCOPED_TRACE(absl::StrCat("N=", p.n, " K=", p.k, " C=", p.c, " of ", ldc, " transB ", p.trans_b, " act ", p.act,
                               " bias ", p.bias, " sums ", p.sums));
