@@ -35,7 +35,8 @@
 namespace ottr {
 namespace {
 
-constexpr double kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8, kLr = 1e-2;
+// The node's attributes and the lr feed are float32: the kernel computes with these values.
+constexpr double kBeta1 = 0.9f, kBeta2 = 0.999f, kEps = 1e-8f, kLr = 1e-2f;
 constexpr int64_t kStep = 3;
 
 // g = Aᵀ·B with A [k, m], B [k, n] and, with a bias, its gradient over A ("a", [m]) or B ("b", [n]).
@@ -141,7 +142,7 @@ TEST_P(CudaGemmAdamTest, MatchesCpu) {
   const ir::Tensor& a = feeds.at("a");
   const ir::Tensor& b = feeds.at("b");
   const double u = std::ldexp(1.0, -24);
-  const double wd = c.decoupled ? 0.01 : 0.0;
+  const double wd = c.decoupled ? 0.01f : 0.0;
   for (const bool tf32 : {false, true}) {
     SCOPED_TRACE(tf32 ? "tf32" : "float32");
     cuda::CudaExecutorOptions o;
