@@ -11,7 +11,6 @@
 #include "runtime/cuda/kernels/optimizer_kernels.h"
 
 #include <algorithm>
-#include <type_traits>
 #include <vector>
 
 #include "runtime/cuda/kernels/norm_common.cuh"
@@ -197,29 +196,18 @@ __device__ void ProcessChunk(const MultiTensorEntry& e, int64_t begin, int64_t e
 }
 
 // The per-step scalars (Elem::Prepare: the bias corrections' double-precision pow, sqrt and
-// divisions) computed once per block (by thread 0; Adam's by two lanes) and shared, not by each of the 84k threads of
+// divisions) computed once per block by thread 0 and shared, not by each of the 84k threads of
 // the grouped Adam at batch 128 (669k parameters): 9.28 µs on the H200 against 9.5-9.6 µs
 // (bench/RESULTS.md 2026-12-02 (4)). `op` must be the same in every thread (the launch's argument).
-// Adam's by two lanes of warp 0 at once (AdamElem::PrepareSplit: its two pow side by side).
 template <typename Elem>
 __device__ __forceinline__ void PrepareOnce(Elem& op, const OptimizerScalars& s) {
-  if constexpr (std::is_same_v<Elem, opt::AdamElem<float>> || std::is_same_v<Elem, opt::AdamElem<double>>) {
-    using T = decltype(op.step_size);
-    __shared__ T scalars[3];
-    if (threadIdx.x < 32) op.PrepareSplit(s, threadIdx.x, scalars);
-    __syncthreads();
-    op.step_size = scalars[0];
-    op.bc2_sqrt = scalars[1];
-    op.decay = scalars[2];
-  } else {
-    __shared__ Elem shared;
-    if (threadIdx.x == 0) {
-      shared = op;
-      shared.Prepare(s);
-    }
-    __syncthreads();
-    op = shared;
+  __shared__ Elem shared;
+  if (threadIdx.x == 0) {
+    shared = op;
+    shared.Prepare(s);
   }
+  __syncthreads();
+  op = shared;
 }
 
 // Finds the entry holding a chunk: the last k with first_chunk <= chunk (binary search), reusing
