@@ -16,7 +16,10 @@
 //
 // The CPU reference computes the same gradients as the nodes it replaces (the FusedGemm kernel's
 // product and sums) and AdamUpdateN's arithmetic, so the step's numbers on the CPU do not change.
-// The CUDA kernel sums the product in float32 (no TF32), in increasing k.
+// The CUDA kernel sums the product in float32 in increasing k with TF32 off, on the TF32 tensor
+// cores with it on (as cuBLASLt's weight gradient then would). Off by default: on the H100 at
+// batch 128 the fused step was still 1.5 µs slower than the unfused one (bench/RESULTS.md
+// 2026-12-07 (4)).
 //
 // Matches a float32 ONNX Gemm (no C, or beta 0; alpha 1) or ottr::FusedGemm with epilogue none,
 // bgrada or bgradb, transA = 1, transB = 0 (a weight gradient dYᵀ·X with both operands read
@@ -45,9 +48,8 @@ using ir::Value;
 constexpr char kName[] = "fuse-gemm-adam";
 
 // The largest k (the batch of a weight gradient) the fused kernel takes (kernels::kGemmAdamMaxK:
-// it keeps all k rows of its operand tiles in shared memory). It sums in float32 on the CUDA
-// cores, 2·m·n·k flops at ~67 TFLOP/s where cuBLASLt's TF32 kernels reach several times that, so
-// past a few hundred rows the separate GEMM would win back what the launches cost.
+// it keeps all k rows of its operand tiles in shared memory, so past a few hundred rows the
+// separate GEMM's pipelined tiles would win back what the launches cost).
 constexpr int64_t kMaxK = 256;
 
 struct Match {
@@ -104,7 +106,7 @@ class FuseGemmAdamPass : public Pass {
     }
     const int64_t kk = ir::StaticDims(*a.shape)[0];
     if (kk > kMaxK) {
-      *why = absl::StrCat("k = ", kk, " > ", kMaxK, ": cuBLASLt's TF32 GEMM is faster than the fused float32 sums");
+      *why = absl::StrCat("k = ", kk, " > ", kMaxK, ": the fused kernel keeps all k rows in shared memory");
       return std::nullopt;
     }
     if (fusion::SoleUser(grad) != u) {

@@ -94,13 +94,15 @@ cudaError_t LaunchMultiTensorSgd(const MultiTensorEntry* device_table, int num_t
                                  int dtype, const SgdHyper& h, const OptimizerScalars& s, cudaStream_t stream);
 
 // ottr::GemmAdamUpdate (ir/ops/ottr_training_ops.cc) in one launch: the weight gradient
-// g = Aᵀ·B (A [k, m], B [k, n], float32, row-major; `tf32` off: float32 products summed in
-// increasing k; on: on the TF32 tensor cores, operands rounded to TF32), optionally the bias gradient (bias 0: Σ_k of A's rows, [m]; bias 1: of B's rows, [n];
-// in double, increasing k, rounded once), and the Adam update of the weight [m, n] (tensor 0)
-// and the bias (tensor 1) from them, element arithmetic as LaunchPackedAdam. The gradients are
-// never stored. Outputs may alias their inputs. For small k (the batch of a weight gradient),
-// k <= kGemmAdamMaxK: each block keeps a 32 x 64 tile of g in registers and all k rows of its
-// A and B columns in shared memory (96 KB at k = 256, 112 KB with the TF32 kernel's padding).
+// g = Aᵀ·B (A [k, m], B [k, n], float32, row-major), optionally the bias gradient (bias 0: Σ_k
+// of A's rows, [m]; bias 1: of B's rows, [n]; in double, rounded once), and the Adam update of
+// the weight [m, n] (tensor 0) and the bias (tensor 1) from them, element arithmetic as
+// LaunchPackedAdam. `tf32` off: g's float32 products summed in increasing k, the bias in
+// increasing k (32 x 64 tiles); on: g on the TF32 tensor cores (operands rounded to nearest
+// TF32), the bias in 8 interleaved parts added in order (32 x 32 tiles). The gradients are never
+// stored. Outputs may alias their inputs. For small k (the batch of a weight gradient),
+// k <= kGemmAdamMaxK: each block keeps its tile of g in registers and all k rows of its A and B
+// columns in shared memory (96 KB at k = 256; 80 KB with the TF32 kernel's padded 32 x 32).
 constexpr int64_t kGemmAdamMaxK = 256;
 struct GemmAdamArgs {
   const float* a = nullptr;
