@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # One GPU-machine call for fuse-gemm-adam's TF32 tensor-core kernel (kernels/gemm_adam.cu): its
 # GPU tests, the small MLP and the CNN with the pass on and off (alternating rounds), the batch-128
-# step's timeline both ways (bench/gpu_trace.sh), then Nsight Compute on the fused kernel and the
-# classifier head. Run from the repository root with the bundle in dev-bundle-xz/b.tar.xz.
+# step's timeline both ways (bench/gpu_trace.sh) and the stream assignment (OTTR_LOG_STREAMS), then
+# Nsight Compute on the kernels of NCU_KERNELS (a regex, default the fused kernel; NO_NCU=1 skips
+# it). GPU_FILTER picks the GPU tests. Run from the repository root with the bundle in
+# dev-bundle-xz/b.tar.xz; bench/RESULTS.md 2026-12-07 (4) has its calls.
 set -u
 tar xJf dev-bundle-xz/b.tar.xz
 export LD_LIBRARY_PATH=dev-bundle/lib
