@@ -665,6 +665,83 @@ TEST(FuseGemmTrainingTest, Tf32MlpStepPutsTheBiasGradientsInTheWeightGemms) {
   ExpectStepsBitwiseEqual(*plain, **fused, {16, 784});
 }
 
+// input-layer-bgrad: fc1 reads the graph's data, so its weight gradient is the backward's last
+// GEMM. kBeside leaves fc1's bias gradient a ReduceSum of its own; kDataGemm gives it to fc2's
+// data gradient (drelu_bgrad). The other layers keep theirs in the weight GEMMs, the bits stay the
+// unfused step's, and float32 without TF32 (which never leaves bias gradients to the weight
+// GEMMs) is not touched.
+TEST(FuseGemmTrainingTest, Tf32InputLayerBiasGradientGoesWhereTheSpecSays) {
+  auto forward = importer::ImportModelFile(testing::SourcePath("models/mlp/model.onnx"));
+  ASSERT_TRUE(forward.ok()) << forward.status();
+  passes::TrainingSpec spec;
+  spec.batch = 16;
+  spec.expose_gradients = true;
+  spec.precision = passes::Precision::kTf32;
+  spec.kmajor_gemm_operands = false;
+  spec.pad_tf32_gemms = false;
+  spec.fuse_epilogues = true;
+  spec.disabled_passes = {"fuse-linear-sce"};
+  struct Counts {
+    int drelu = 0, drelu_bgrad = 0, bgrada = 0, sums = 0;
+    std::string sum_input;
+  };
+  auto count = [&](passes::InputLayerBgrad mode, passes::Precision precision, std::string* remarks) {
+    passes::TrainingSpec s = spec;
+    s.input_layer_bgrad = mode;
+    s.precision = precision;
+    std::ostringstream os;
+    passes::PassManagerOptions o;
+    o.remarks = &os;
+    auto step = passes::BuildTrainingGraph(**forward, s, o);
+    EXPECT_TRUE(step.ok()) << step.status();
+    Counts c;
+    if (!step.ok()) return std::make_pair(c, std::unique_ptr<ir::Graph>());
+    for (const ir::Node* n : (*step)->nodes()) {
+      if (n->op_type() == "ReduceSum") {
+        ++c.sums;
+        c.sum_input = n->input(0)->name();
+      }
+      const auto e = passes::fusion::FusedEpilogueOf(n);
+      if (!e) continue;
+      c.drelu += *e == ir::FusedEpilogue::kDRelu;
+      c.drelu_bgrad += *e == ir::FusedEpilogue::kDReluBgrad;
+      c.bgrada += *e == ir::FusedEpilogue::kBgradA;
+    }
+    if (remarks != nullptr) *remarks = os.str();
+    return std::make_pair(c, std::move(*step));
+  };
+  auto plain = Step("models/mlp/model.onnx", 16, false);
+  ASSERT_TRUE(plain);
+
+  std::string remarks;
+  auto [beside, beside_step] = count(passes::InputLayerBgrad::kBeside, passes::Precision::kTf32, &remarks);
+  ASSERT_TRUE(beside_step);
+  EXPECT_EQ(beside.drelu, 2);
+  EXPECT_EQ(beside.drelu_bgrad, 0);
+  EXPECT_EQ(beside.bgrada, 2);  // fc2, fc3
+  EXPECT_EQ(beside.sums, 1);
+  EXPECT_EQ(beside.sum_input, "relu1/grad/ReluGrad");  // fc2's data gradient through fc1's ReLU
+  EXPECT_TRUE(absl::StrContains(remarks, "fuse-gemm-bgrad: declined node 'fc1/grad' (ReduceSum): node 'fc1/grad' "
+                                         "(Gemm) is the backward's last GEMM (x has no gradient)"))
+      << remarks;
+  ExpectStepsBitwiseEqual(*plain, *beside_step, {16, 784});
+
+  auto [data, data_step] = count(passes::InputLayerBgrad::kDataGemm, passes::Precision::kTf32, nullptr);
+  ASSERT_TRUE(data_step);
+  EXPECT_EQ(data.drelu, 1);        // fc3's data gradient (fc2's bias gradient in fc2's weight GEMM)
+  EXPECT_EQ(data.drelu_bgrad, 1);  // fc2's, with fc1's bias gradient
+  EXPECT_EQ(data.bgrada, 2);
+  EXPECT_EQ(data.sums, 0);
+  ExpectStepsBitwiseEqual(*plain, *data_step, {16, 784});
+
+  // Float32 without TF32: every bias gradient in drelu_bgrad / bgrada as before, whatever the mode.
+  auto [fp32, fp32_step] = count(passes::InputLayerBgrad::kBeside, passes::Precision::kFp32, nullptr);
+  auto [fp32_default, unused] = count(passes::InputLayerBgrad::kWeightGemm, passes::Precision::kFp32, nullptr);
+  EXPECT_EQ(fp32.drelu_bgrad, fp32_default.drelu_bgrad);
+  EXPECT_EQ(fp32.bgrada, fp32_default.bgrada);
+  EXPECT_EQ(fp32.sums, 0);
+}
+
 TEST(FuseGemmTrainingTest, CnnStepFusesTheDenseLayersAndComputesTheSameBits) {
   std::string remarks;
   auto plain = Step("models/cnn/model.onnx", 4, false);
