@@ -42,17 +42,16 @@ struct AdamElem {
   T step_size, bc2_sqrt, decay;
 
   __device__ void Prepare(const OptimizerScalars& s) {
-    const double lr = ReadLr(s);
-    const double t = static_cast<double>(ReadStep(s));
-    const double bc1 = 1.0 - pow(beta1, t);
-    const double bc2 = 1.0 - pow(beta2, t);
-    step_size = static_cast<T>(lr / bc1);
-    bc2_sqrt = static_cast<T>(sqrt(bc2));
-    decay = static_cast<T>(__dsub_rn(1.0, __dmul_rn(lr, wd)));
+    T out[3];
+    PrepareSplit(s, 0, out);
+    PrepareSplit(s, 1, out);
+    step_size = out[0];
+    bc2_sqrt = out[1];
+    decay = out[2];
   }
   // Prepare() by two lanes of a warp at once (the two pow in double are its longest chain: ~1 µs
   // for one thread, bench/adam_scalars_bench.cu): lane 0 writes step_size and decay to out[0],
-  // out[2], lane 1 bc2_sqrt to out[1]; other lanes do nothing. The same arithmetic as Prepare().
+  // out[2], lane 1 bc2_sqrt to out[1]; other lanes do nothing. Prepare() runs both parts itself.
   __device__ void PrepareSplit(const OptimizerScalars& s, int lane, T* out) const {
     if (lane > 1) return;
     const double t = static_cast<double>(ReadStep(s));
