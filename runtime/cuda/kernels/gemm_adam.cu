@@ -41,6 +41,8 @@ constexpr int kBm = 32, kBn = 64, kThreads = 256;
 // The TF32 kernel's tile, and its shared rows padded by 8 floats: a fragment's 32 loads (rows t,
 // columns g of an 8-row step) then fall in 32 different banks.
 constexpr int kTm = 32, kTn = 32, kTldA = kTm + 8, kTldB = kTn + 8;
+// The bias sums (bias_part) give each of the tile's rows (bias over A) or columns (over B) a lane.
+static_assert(kTm == 32 && kTn == 32, "GemmAdamTf32Kernel's bias sums take one lane per tile row or column");
 
 __device__ __forceinline__ void CopyAsync4(float* dst, const float* src, bool valid) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
