@@ -627,12 +627,9 @@ TEST(FuseGemmTrainingTest, MlpStepFusesEveryLayerAndComputesTheSameBits) {
   ExpectStepsBitwiseEqual(*plain, *fused, {16, 784});
 }
 
-// A TF32 step (tf32_bgrad_in_weight_gemm, the default): both hidden layers' bias gradients go
-// into their weight-gradient GEMMs (bgrada), the data gradients get drelu; the same bits as the
-// unfused step on the CPU reference.
-TEST(FuseGemmTrainingTest, Tf32MlpStepPutsTheBiasGradientsInTheWeightGemms) {
-  auto forward = importer::ImportModelFile(testing::SourcePath("models/mlp/model.onnx"));
-  ASSERT_TRUE(forward.ok()) << forward.status();
+// The TF32 MLP step of the two tests below: gradients exposed, no K-major or padding rewrites,
+// and fuse-linear-sce off (it would take the classifier's drelu data gradient into the loss node).
+passes::TrainingSpec Tf32MlpSpec() {
   passes::TrainingSpec spec;
   spec.batch = 16;
   spec.expose_gradients = true;
@@ -640,22 +637,45 @@ TEST(FuseGemmTrainingTest, Tf32MlpStepPutsTheBiasGradientsInTheWeightGemms) {
   spec.kmajor_gemm_operands = false;
   spec.pad_tf32_gemms = false;
   spec.fuse_epilogues = true;
-  // fuse-linear-sce would take the classifier's drelu data gradient into the loss node.
   spec.disabled_passes = {"fuse-linear-sce"};
-  auto fused = passes::BuildTrainingGraph(**forward, spec);
-  ASSERT_TRUE(fused.ok()) << fused.status();
-  int drelu = 0, drelu_bgrad = 0, bgrada = 0;
-  for (const ir::Node* n : (*fused)->nodes()) {
+  return spec;
+}
+
+// The backward GEMM epilogues of a step, and its ReduceSums (the input of the last one).
+struct BackwardCounts {
+  int drelu = 0, drelu_bgrad = 0, bgrada = 0, sums = 0;
+  std::string sum_input;
+};
+BackwardCounts CountBackward(const ir::Graph& step) {
+  BackwardCounts c;
+  for (const ir::Node* n : step.nodes()) {
+    if (n->op_type() == "ReduceSum") {
+      ++c.sums;
+      c.sum_input = n->input(0)->name();
+    }
     const auto e = passes::fusion::FusedEpilogueOf(n);
     if (!e) continue;
-    drelu += *e == ir::FusedEpilogue::kDRelu;
-    drelu_bgrad += *e == ir::FusedEpilogue::kDReluBgrad;
-    bgrada += *e == ir::FusedEpilogue::kBgradA;
+    c.drelu += *e == ir::FusedEpilogue::kDRelu;
+    c.drelu_bgrad += *e == ir::FusedEpilogue::kDReluBgrad;
+    c.bgrada += *e == ir::FusedEpilogue::kBgradA;
   }
-  EXPECT_EQ(drelu, 2);
-  EXPECT_EQ(drelu_bgrad, 0);
-  EXPECT_EQ(bgrada, 3);
-  EXPECT_EQ(CountOps(**fused, "ReduceSum"), 0);
+  return c;
+}
+
+// A TF32 step (tf32_bgrad_in_weight_gemm, the default): both hidden layers' bias gradients go
+// into their weight-gradient GEMMs (bgrada), the data gradients get drelu; the same bits as the
+// unfused step on the CPU reference.
+TEST(FuseGemmTrainingTest, Tf32MlpStepPutsTheBiasGradientsInTheWeightGemms) {
+  auto forward = importer::ImportModelFile(testing::SourcePath("models/mlp/model.onnx"));
+  ASSERT_TRUE(forward.ok()) << forward.status();
+  passes::TrainingSpec spec = Tf32MlpSpec();
+  auto fused = passes::BuildTrainingGraph(**forward, spec);
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  const BackwardCounts c = CountBackward(**fused);
+  EXPECT_EQ(c.drelu, 2);
+  EXPECT_EQ(c.drelu_bgrad, 0);
+  EXPECT_EQ(c.bgrada, 3);
+  EXPECT_EQ(c.sums, 0);
   spec.tf32_bgrad_in_weight_gemm = false;
   auto before = passes::BuildTrainingGraph(**forward, spec);
   ASSERT_TRUE(before.ok()) << before.status();
@@ -673,49 +693,25 @@ TEST(FuseGemmTrainingTest, Tf32MlpStepPutsTheBiasGradientsInTheWeightGemms) {
 TEST(FuseGemmTrainingTest, Tf32InputLayerBiasGradientGoesWhereTheSpecSays) {
   auto forward = importer::ImportModelFile(testing::SourcePath("models/mlp/model.onnx"));
   ASSERT_TRUE(forward.ok()) << forward.status();
-  passes::TrainingSpec spec;
-  spec.batch = 16;
-  spec.expose_gradients = true;
-  spec.precision = passes::Precision::kTf32;
-  spec.kmajor_gemm_operands = false;
-  spec.pad_tf32_gemms = false;
-  spec.fuse_epilogues = true;
-  spec.disabled_passes = {"fuse-linear-sce"};
-  struct Counts {
-    int drelu = 0, drelu_bgrad = 0, bgrada = 0, sums = 0;
-    std::string sum_input;
-  };
-  auto count = [&](passes::InputLayerBgrad mode, passes::Precision precision, std::string* remarks) {
-    passes::TrainingSpec s = spec;
-    s.input_layer_bgrad = mode;
-    s.precision = precision;
+  auto build = [&](passes::InputLayerBgrad mode, passes::Precision precision, std::string* remarks) {
+    passes::TrainingSpec spec = Tf32MlpSpec();
+    spec.input_layer_bgrad = mode;
+    spec.precision = precision;
     std::ostringstream os;
     passes::PassManagerOptions o;
     o.remarks = &os;
-    auto step = passes::BuildTrainingGraph(**forward, s, o);
+    auto step = passes::BuildTrainingGraph(**forward, spec, o);
     EXPECT_TRUE(step.ok()) << step.status();
-    Counts c;
-    if (!step.ok()) return std::make_pair(c, std::unique_ptr<ir::Graph>());
-    for (const ir::Node* n : (*step)->nodes()) {
-      if (n->op_type() == "ReduceSum") {
-        ++c.sums;
-        c.sum_input = n->input(0)->name();
-      }
-      const auto e = passes::fusion::FusedEpilogueOf(n);
-      if (!e) continue;
-      c.drelu += *e == ir::FusedEpilogue::kDRelu;
-      c.drelu_bgrad += *e == ir::FusedEpilogue::kDReluBgrad;
-      c.bgrada += *e == ir::FusedEpilogue::kBgradA;
-    }
     if (remarks != nullptr) *remarks = os.str();
-    return std::make_pair(c, std::move(*step));
+    return step.ok() ? std::move(*step) : nullptr;
   };
   auto plain = Step("models/mlp/model.onnx", 16, false);
   ASSERT_TRUE(plain);
 
   std::string remarks;
-  auto [beside, beside_step] = count(passes::InputLayerBgrad::kBeside, passes::Precision::kTf32, &remarks);
+  auto beside_step = build(passes::InputLayerBgrad::kBeside, passes::Precision::kTf32, &remarks);
   ASSERT_TRUE(beside_step);
+  const BackwardCounts beside = CountBackward(*beside_step);
   EXPECT_EQ(beside.drelu, 2);
   EXPECT_EQ(beside.drelu_bgrad, 0);
   EXPECT_EQ(beside.bgrada, 2);  // fc2, fc3
@@ -726,8 +722,9 @@ TEST(FuseGemmTrainingTest, Tf32InputLayerBiasGradientGoesWhereTheSpecSays) {
       << remarks;
   ExpectStepsBitwiseEqual(*plain, *beside_step, {16, 784});
 
-  auto [data, data_step] = count(passes::InputLayerBgrad::kDataGemm, passes::Precision::kTf32, nullptr);
+  auto data_step = build(passes::InputLayerBgrad::kDataGemm, passes::Precision::kTf32, nullptr);
   ASSERT_TRUE(data_step);
+  const BackwardCounts data = CountBackward(*data_step);
   EXPECT_EQ(data.drelu, 1);        // fc3's data gradient (fc2's bias gradient in fc2's weight GEMM)
   EXPECT_EQ(data.drelu_bgrad, 1);  // fc2's, with fc1's bias gradient
   EXPECT_EQ(data.bgrada, 2);
@@ -735,8 +732,10 @@ TEST(FuseGemmTrainingTest, Tf32InputLayerBiasGradientGoesWhereTheSpecSays) {
   ExpectStepsBitwiseEqual(*plain, *data_step, {16, 784});
 
   // Float32 without TF32: every bias gradient in drelu_bgrad / bgrada as before, whatever the mode.
-  auto [fp32, fp32_step] = count(passes::InputLayerBgrad::kBeside, passes::Precision::kFp32, nullptr);
-  auto [fp32_default, unused] = count(passes::InputLayerBgrad::kWeightGemm, passes::Precision::kFp32, nullptr);
+  auto fp32_step = build(passes::InputLayerBgrad::kBeside, passes::Precision::kFp32, nullptr);
+  auto fp32_default_step = build(passes::InputLayerBgrad::kWeightGemm, passes::Precision::kFp32, nullptr);
+  ASSERT_TRUE(fp32_step && fp32_default_step);
+  const BackwardCounts fp32 = CountBackward(*fp32_step), fp32_default = CountBackward(*fp32_default_step);
   EXPECT_EQ(fp32.drelu_bgrad, fp32_default.drelu_bgrad);
   EXPECT_EQ(fp32.bgrada, fp32_default.bgrada);
   EXPECT_EQ(fp32.sums, 0);
