@@ -20,15 +20,8 @@
 // The sum must run over the GEMM's k dimension of the operand it reads: A = dY with transA (sum
 // over A's axis 0) -> bgrada (cuBLASLt BGRADB), or B = dY without transB (axis 0) -> bgradb
 // (cuBLASLt BGRADA). cuBLASLt's bias gradient is not scaled by alpha: alpha must be 1.
-// The input layer (input-layer-bgrad, InputLayerBgrad): a float32 layer whose input gets no
-// gradient has the backward's last GEMM as its weight gradient; its bias gradient can stay there
-// (kWeightGemm, as for every other layer), stay a separate ReduceSum that runs beside that GEMM
-// (kBeside), or go to the data gradient above (kDataGemm: drelu_bgrad).
 // Plain GEMMs are ONNX Gemms without C and ottr::FusedGemm "none" (fold-gemm-casts): the fused
 // node keeps output_type, and a bias gradient of another type must be cast to it (its Cast folds).
-#include <set>
-#include <vector>
-
 #include "absl/strings/str_cat.h"
 #include "ir/status.h"
 #include "passes/fusion_passes.h"
@@ -62,7 +55,6 @@ struct DActPlan {
   bool relu = true;
   std::optional<fusion::BiasGradMatch> bias;
   bool bias_to_weight_gemm = false;  // the bias gradient left to fuse-gemm-bgrad
-  bool bias_beside = false;          // left a separate sum (InputLayerBgrad::kBeside)
 };
 
 struct BgradPlan {
@@ -70,30 +62,9 @@ struct BgradPlan {
   Node* gemm = nullptr;
   FusedEpilogue epilogue = FusedEpilogue::kBgradA;
 };
-// fuse-gemm-bgrad's match, below.
-std::optional<BgradPlan> MatchBgrad(const ir::Graph& g, Node* s, InputLayerBgrad input_layer, std::string* why);
+std::optional<BgradPlan> MatchBgrad(Node* s, std::string* why);  // fuse-gemm-bgrad's match, below
 
-// A float32 weight-gradient GEMM whose other operand gets no gradient (it is computed from no
-// trained parameter: the graph's data, or a reshape of it): the layer has no data gradient, so
-// this GEMM is the backward's last and whatever runs after it is on the step's critical path.
-bool InputLayerF32WeightGemm(const ir::Graph& g, const Node* gemm, int dy_index) {
-  if (gemm->input(dy_index)->type().dtype != ir::DType::kFloat32) return false;
-  std::set<const Value*> trained;
-  for (const ir::StateUpdate& u : g.updates()) trained.insert(u.target);
-  std::vector<const Value*> todo = {gemm->input(1 - dy_index)};
-  std::set<const Value*> seen;
-  while (!todo.empty()) {
-    const Value* v = todo.back();
-    todo.pop_back();
-    if (v == nullptr || !seen.insert(v).second) continue;
-    if (trained.count(v) != 0) return false;
-    if (const Node* n = v->producer()) todo.insert(todo.end(), n->inputs().begin(), n->inputs().end());
-  }
-  return true;
-}
-
-std::optional<DActPlan> MatchDAct(const ir::Graph& graph, Node* r, bool bgrad_to_weight_gemm,
-                                  InputLayerBgrad input_layer, std::string* why) {
+std::optional<DActPlan> MatchDAct(Node* r, bool bgrad_to_weight_gemm, std::string* why) {
   DActPlan p;
   p.grad = r;
   p.relu = r->op_type() == "ReluGrad";
@@ -171,16 +142,10 @@ std::optional<DActPlan> MatchDAct(const ir::Graph& graph, Node* r, bool bgrad_to
     // batch) sit on the backward's critical path. H200, small MLP at batch 128: fc2's data
     // gradient 9.06 -> 6.05 µs and fc3's 6.02 -> 3.78, the step 55.4 -> 52.6 µs (bench/RESULTS.md
     // 2026-12-03).
-    // The input layer's bias gradient (InputLayerBgrad): its weight-gradient GEMM is the last
-    // one, so a BGRAD kernel after it is on the critical path; kDataGemm sums it here instead.
     std::string unused;
-    if (std::optional<BgradPlan> b = MatchBgrad(graph, p.bias->chain[0], InputLayerBgrad::kWeightGemm, &unused)) {
-      const bool input = InputLayerF32WeightGemm(graph, b->gemm, b->epilogue == FusedEpilogue::kBgradA ? 0 : 1);
-      if (!input || input_layer != InputLayerBgrad::kDataGemm) {
-        p.bias.reset();
-        p.bias_to_weight_gemm = !input || input_layer == InputLayerBgrad::kWeightGemm;
-        p.bias_beside = input && input_layer == InputLayerBgrad::kBeside;
-      }
+    if (MatchBgrad(p.bias->chain[0], &unused)) {
+      p.bias.reset();
+      p.bias_to_weight_gemm = true;
     }
   }
   return p;
@@ -235,15 +200,13 @@ absl::Status RewriteDAct(ir::Graph& g, DActPlan& p, std::ostream* remarks) {
          absl::StrCat("fused ", what, " -> ottr::FusedGemm ", ir::FusedEpilogueName(e), forward_note,
                       p.bias                  ? ""
                       : p.bias_to_weight_gemm ? " (the bias gradient left to the weight-gradient GEMM: fuse-gemm-bgrad)"
-                      : p.bias_beside         ? " (the input layer's bias gradient left a separate sum: input-layer-bgrad)"
                                               : " (no bias gradient of this layer to fuse)"));
   return absl::OkStatus();
 }
 
 class FuseGemmDActBgradPass : public Pass {
  public:
-  FuseGemmDActBgradPass(bool bgrad_to_weight_gemm, InputLayerBgrad input_layer)
-      : bgrad_to_weight_gemm_(bgrad_to_weight_gemm), input_layer_(input_layer) {}
+  explicit FuseGemmDActBgradPass(bool bgrad_to_weight_gemm) : bgrad_to_weight_gemm_(bgrad_to_weight_gemm) {}
   absl::string_view name() const override { return kDAct; }
 
   absl::StatusOr<bool> Run(ir::Graph& g) override {
@@ -255,13 +218,12 @@ class FuseGemmDActBgradPass : public Pass {
       if (fusion::IsOttr(n, "ReluGrad") || fusion::IsOttr(n, "GeluGrad")) roots.push_back(n);
     }
     return fusion::MatchAndRewrite(
-        roots, remarks(), kDAct, [&](Node* r, std::string* why) { return MatchDAct(g, r, bgrad_to_weight_gemm_, input_layer_, why); },
+        roots, remarks(), kDAct, [&](Node* r, std::string* why) { return MatchDAct(r, bgrad_to_weight_gemm_, why); },
         [&](DActPlan& p) { return RewriteDAct(g, p, remarks()); });
   }
 
  private:
   bool bgrad_to_weight_gemm_;
-  InputLayerBgrad input_layer_;
 };
 
 // --- fuse-gemm-bgrad ----------------------------------------------------------------------------
@@ -270,7 +232,7 @@ constexpr char kBgrad[] = "fuse-gemm-bgrad";
 constexpr double kLargeF32BgradMacs = 1e9;
 
 
-std::optional<BgradPlan> MatchBgrad(const ir::Graph& graph, Node* s, InputLayerBgrad input_layer, std::string* why) {
+std::optional<BgradPlan> MatchBgrad(Node* s, std::string* why) {
   BgradPlan p;
   int axis = -1;
   std::optional<fusion::BiasGradMatch> m = fusion::MatchBiasGrad(s, &axis, why);
@@ -319,13 +281,6 @@ std::optional<BgradPlan> MatchBgrad(const ir::Graph& graph, Node* s, InputLayerB
         return std::nullopt;
       }
     }
-    if (input_layer != InputLayerBgrad::kWeightGemm && InputLayerF32WeightGemm(graph, g, u.index)) {
-      *why = absl::StrCat(g->Describe(), " is the backward's last GEMM (", g->input(1 - u.index)->name(),
-                          " has no gradient): input-layer-bgrad leaves its bias gradient to ",
-                          input_layer == InputLayerBgrad::kBeside ? "a separate sum beside it"
-                                                                  : "the data gradient's epilogue (or a separate sum)");
-      return std::nullopt;
-    }
     p.gemm = g;
     p.epilogue = u.index == 0 ? FusedEpilogue::kBgradA : FusedEpilogue::kBgradB;
     return p;
@@ -358,7 +313,6 @@ absl::Status RewriteBgrad(ir::Graph& g, const BgradPlan& p, std::ostream* remark
 
 class FuseGemmBgradPass : public Pass {
  public:
-  explicit FuseGemmBgradPass(InputLayerBgrad input_layer) : input_layer_(input_layer) {}
   absl::string_view name() const override { return kBgrad; }
 
   absl::StatusOr<bool> Run(ir::Graph& g) override {
@@ -368,22 +322,16 @@ class FuseGemmBgradPass : public Pass {
       if (fusion::IsOnnx(n, "ReduceSum")) roots.push_back(n);
     }
     // Erasures remove only the matched ReduceSum (and its Reshape, Gemm): other roots survive.
-    return fusion::MatchAndRewrite(
-        roots, remarks(), kBgrad, [&](Node* s, std::string* why) { return MatchBgrad(g, s, input_layer_, why); },
-        [&](const BgradPlan& p) { return RewriteBgrad(g, p, remarks()); });
+    return fusion::MatchAndRewrite(roots, remarks(), kBgrad, MatchBgrad,
+                                   [&](const BgradPlan& p) { return RewriteBgrad(g, p, remarks()); });
   }
-
- private:
-  InputLayerBgrad input_layer_;
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> CreateFuseGemmDActBgradPass(bool bgrad_to_weight_gemm, InputLayerBgrad input_layer) {
-  return std::make_unique<FuseGemmDActBgradPass>(bgrad_to_weight_gemm, input_layer);
+std::unique_ptr<Pass> CreateFuseGemmDActBgradPass(bool bgrad_to_weight_gemm) {
+  return std::make_unique<FuseGemmDActBgradPass>(bgrad_to_weight_gemm);
 }
-std::unique_ptr<Pass> CreateFuseGemmBgradPass(InputLayerBgrad input_layer) {
-  return std::make_unique<FuseGemmBgradPass>(input_layer);
-}
+std::unique_ptr<Pass> CreateFuseGemmBgradPass() { return std::make_unique<FuseGemmBgradPass>(); }
 
 }  // namespace ottr::passes

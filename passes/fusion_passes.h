@@ -55,17 +55,10 @@ std::unique_ptr<Pass> CreateFoldGemmCastsPass();
 // `large_relu`: 16-bit GEMMs above the activation-epilogue size bound keep a ReLU as RELU_BIAS;
 // `large_relu_f32`: float32 (TF32) ones do.
 std::unique_ptr<Pass> CreateFuseGemmEpiloguePass(bool large_relu = false, bool large_relu_f32 = false);
-// Where the bias gradient of a float32 layer that reads the graph's data goes (its weight gradient
-// is the backward's last GEMM): kWeightGemm, that GEMM's BGRAD epilogue (like every other
-// layer's); kBeside, a separate sum, free to run beside that GEMM; kDataGemm, the DRELU_BGRAD /
-// DGELU_BGRAD epilogue of the data gradient above it (TrainingSpec::input_layer_bgrad).
-enum class InputLayerBgrad { kWeightGemm, kBeside, kDataGemm };
 // `bgrad_to_weight_gemm`: a float32 layer whose weight-gradient GEMM can take the bias gradient
-// (fuse-gemm-bgrad's rules) leaves it there and gets drelu / dgelu (TF32 steps; see the pass);
-// the input layer's as `input_layer` says.
-std::unique_ptr<Pass> CreateFuseGemmDActBgradPass(bool bgrad_to_weight_gemm = false,
-                                                  InputLayerBgrad input_layer = InputLayerBgrad::kWeightGemm);
-std::unique_ptr<Pass> CreateFuseGemmBgradPass(InputLayerBgrad input_layer = InputLayerBgrad::kWeightGemm);
+// (fuse-gemm-bgrad's rules) leaves it there and gets drelu / dgelu (TF32 steps; see the pass).
+std::unique_ptr<Pass> CreateFuseGemmDActBgradPass(bool bgrad_to_weight_gemm = false);
+std::unique_ptr<Pass> CreateFuseGemmBgradPass();
 std::unique_ptr<Pass> CreateFuseReluGradBgradPass();
 // passes/fuse_conv.cc: Conv + Relu -> ottr::Conv {activation = "relu"}; MaxPoolGrad + the
 // ReluGrad of its input -> ottr::MaxPoolGrad {relu_mask = 1}. They run after nhwc-layout.

@@ -528,15 +528,12 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
     pm.Add(CreateFuseSceGradPass());
     pm.Add(CreateFoldGemmCastsPass());
     pm.Add(CreateFuseGemmEpiloguePass(spec.large_relu_epilogue, spec.large_relu_epilogue_tf32));
-    const InputLayerBgrad input_layer =
-        spec.precision == Precision::kTf32 ? spec.input_layer_bgrad : InputLayerBgrad::kWeightGemm;
-    pm.Add(CreateFuseGemmDActBgradPass(spec.precision == Precision::kTf32 && spec.tf32_bgrad_in_weight_gemm,
-                                       input_layer));
+    pm.Add(CreateFuseGemmDActBgradPass(spec.precision == Precision::kTf32 && spec.tf32_bgrad_in_weight_gemm));
     const bool low = spec.precision == Precision::kBf16 || spec.precision == Precision::kFp16;
     if (spec.fuse_relu_grad_bgrad.value_or(low || spec.precision == Precision::kTf32)) {
       pm.Add(CreateFuseReluGradBgradPass());
     }
-    pm.Add(CreateFuseGemmBgradPass(input_layer));
+    pm.Add(CreateFuseGemmBgradPass());
     pm.Add(CreateFuseSceBgradPass());
     pm.Add(CreateFuseLinearScePass());
     pm.Add(CreateCountLabelsEarlyPass());

@@ -24,7 +24,6 @@
 
 #include "absl/status/statusor.h"
 #include "ir/graph.h"
-#include "passes/fusion_passes.h"
 #include "passes/pass_manager.h"
 
 namespace ottr::passes {
@@ -128,10 +127,6 @@ struct TrainingSpec {
   // which is on the backward's critical path (small MLP at batch 128 on the H200: 55.4 -> 52.6 µs).
   // `--tf32-bgrad-in-weight-gemm off` to compare.
   bool tf32_bgrad_in_weight_gemm = true;
-  // TF32 steps: the bias gradient of a layer that reads the graph's data, whose weight-gradient
-  // GEMM is the backward's last (passes/fusion_passes.h, InputLayerBgrad). `--input-layer-bgrad
-  // weight-gemm|beside|data-gemm` to compare.
-  InputLayerBgrad input_layer_bgrad = InputLayerBgrad::kWeightGemm;
   // Run the 2-D convolutions, max pools and the elementwise nodes between them channels-last
   // (nhwc-layout, passes/layout.h), where cuDNN is fastest. The tools turn it on for the CUDA
   // executor.

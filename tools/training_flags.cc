@@ -12,7 +12,7 @@ namespace ottr::tools {
 std::set<std::string> TrainingValueFlags() {
   return {"loss", "logits", "loss-output", "ignore-index", "label-smoothing", "optimizer", "lr",
           "momentum", "dampening", "weight-decay", "beta1", "beta2", "eps", "clip-grad-norm",
-          "batch", "freeze", "dim", "multi-tensor-optimizer", "fuse-epilogues", "fuse-relu-grad-bgrad", "pad-gemm-dims", "pad-gemm-min-macs", "pad-gemm-min-rows", "large-relu-epilogue", "large-relu-epilogue-tf32", "tf32-bgrad-in-weight-gemm", "input-layer-bgrad", "group-gemms", "fuse-gemm-adam", "fuse-mlp-step", "layout",
+          "batch", "freeze", "dim", "multi-tensor-optimizer", "fuse-epilogues", "fuse-relu-grad-bgrad", "pad-gemm-dims", "pad-gemm-min-macs", "pad-gemm-min-rows", "large-relu-epilogue", "large-relu-epilogue-tf32", "tf32-bgrad-in-weight-gemm", "group-gemms", "fuse-gemm-adam", "fuse-mlp-step", "layout",
           "disable-passes", "precision", "keep-fp32", "loss-scale",
           "loss-scale-growth-interval"};
 }
@@ -66,19 +66,6 @@ absl::StatusOr<passes::TrainingSpec> ParseTrainingSpec(const Args& args, int64_t
   // than the data gradients' DRELU_BGRAD (TrainingSpec::tf32_bgrad_in_weight_gemm).
   OTTR_RETURN_IF_ERROR(
       OnOff(args, "tf32-bgrad-in-weight-gemm", [&](bool on) { spec.tf32_bgrad_in_weight_gemm = on; }));
-  // --input-layer-bgrad weight-gemm|beside|data-gemm (TrainingSpec::input_layer_bgrad).
-  if (args.has("input-layer-bgrad")) {
-    const std::string m = args.get("input-layer-bgrad");
-    if (m == "weight-gemm") {
-      spec.input_layer_bgrad = passes::InputLayerBgrad::kWeightGemm;
-    } else if (m == "beside") {
-      spec.input_layer_bgrad = passes::InputLayerBgrad::kBeside;
-    } else if (m == "data-gemm") {
-      spec.input_layer_bgrad = passes::InputLayerBgrad::kDataGemm;
-    } else {
-      return absl::InvalidArgumentError("--input-layer-bgrad must be weight-gemm, beside or data-gemm, got '" + m + "'");
-    }
-  }
   // --group-gemms on|off (default off: passes/training.h, TrainingSpec::group_gemms).
   OTTR_RETURN_IF_ERROR(OnOff(args, "group-gemms", [&](bool on) { spec.group_gemms = on; }));
   // --fuse-gemm-adam on|off (passes/training.h, TrainingSpec::fuse_gemm_adam).

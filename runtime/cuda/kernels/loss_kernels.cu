@@ -951,11 +951,6 @@ __global__ void __launch_bounds__(kLinWarps * 32) LinearSceRowKernel(LinearSceAr
     bits[q] = valid && a.mask != nullptr ? (a.mask[row * a.mask_ld + (k0 >> 3)] >> (k0 & 7)) & 0xFu : 0xFu;
   }
   const int64_t y = LoadLabel(a.labels, a.labels64, row);
-  // Warp 0's lane l takes class l >> 1 below: its bias and dloss, requested with the rest.
-  const int cls = lane >> 1;
-  const bool own = cls < c, first = (lane & 1) == 0;
-  const float bias = warp == 0 && own && a.bias != nullptr ? __ldg(a.bias + cls) : 0.0f;
-  const double dloss = warp == 0 ? LoadAny(a.dloss, a.dloss_dtype, 0) : 0.0;
   unsigned mine = 0;
 #pragma unroll
   for (int i = 0; i < kLabelsPerThread; ++i) {
@@ -987,14 +982,16 @@ __global__ void __launch_bounds__(kLinWarps * 32) LinearSceRowKernel(LinearSceAr
     unsigned count = 0;
 #pragma unroll
     for (int w = 0; w < kLinWarps; ++w) count += counts[w];
-    const double scale = dloss / static_cast<double>(count);
+    const double scale = LoadAny(a.dloss, a.dloss_dtype, 0) / static_cast<double>(count);
     const double eps = a.label_smoothing;
+    const int cls = lane >> 1;
+    const bool own = cls < c, first = (lane & 1) == 0;
     float zj = 0.0f;
     if (own) {
       zj = zs[0][cls];
 #pragma unroll
       for (int w = 1; w < kLinWarps; ++w) zj += zs[w][cls];
-      if (a.bias != nullptr) zj += bias;
+      if (a.bias != nullptr) zj += __ldg(a.bias + cls);
     }
     const float m = nl::WarpMax(own ? zj : -std::numeric_limits<float>::infinity());
     const double s = nl::WarpSum(own && first ? static_cast<double>(ExpC(zj - m)) : 0.0);

@@ -11,7 +11,6 @@
 #include "runtime/cuda/kernels/optimizer_kernels.h"
 
 #include <algorithm>
-#include <type_traits>
 #include <vector>
 
 #include "runtime/cuda/kernels/norm_common.cuh"
@@ -196,52 +195,19 @@ __device__ void ProcessChunk(const MultiTensorEntry& e, int64_t begin, int64_t e
   }
 }
 
-// The range of tensor `e` that chunk `chunk` (of the launch's numbering) covers.
-__device__ __forceinline__ void ChunkRange(const MultiTensorEntry& e, int64_t chunk, int64_t* begin, int64_t* end) {
-  *begin = (chunk - e.first_chunk) * kMultiTensorChunk;
-  *end = min(*begin + kMultiTensorChunk, e.numel);
-}
-
-// Requests this thread's elements of [begin, end) (every array ProcessChunk loads) into L1
-// without waiting for them: issued before the per-step scalars, so the memory round trip runs
-// while thread 0 / two lanes compute them, and the loads after the barrier hit L1.
-template <typename T, typename Elem>
-__device__ __forceinline__ void PrefetchChunk(const MultiTensorEntry& e, int64_t begin, int64_t end) {
-  const void* arrays[2 + Elem::kStates] = {e.param, e.grad};
-  if constexpr (Elem::kStates > 0) arrays[2] = e.state0;
-  if constexpr (Elem::kStates > 1) arrays[3] = e.state1;
-  for (int64_t i = begin + static_cast<int64_t>(threadIdx.x) * 4; i < end; i += static_cast<int64_t>(blockDim.x) * 4) {
-#pragma unroll
-    for (const void* a : arrays) {
-      if (a != nullptr) asm volatile("prefetch.global.L1 [%0];" ::"l"(static_cast<const T*>(a) + i));
-    }
-  }
-}
-
 // The per-step scalars (Elem::Prepare: the bias corrections' double-precision pow, sqrt and
-// divisions) computed once per block and shared, not by each of the 84k threads of the grouped
-// Adam at batch 128 (669k parameters): 9.28 µs on the H200 against 9.5-9.6 µs (bench/RESULTS.md
-// 2026-12-02 (4)). Adam's by two lanes of warp 0 (AdamElem::PrepareSplit: its two pow side by
-// side), the others' by thread 0. `op` must be the same in every thread (the launch's argument).
+// divisions) computed once per block by thread 0 and shared, not by each of the 84k threads of
+// the grouped Adam at batch 128 (669k parameters): 9.28 µs on the H200 against 9.5-9.6 µs
+// (bench/RESULTS.md 2026-12-02 (4)). `op` must be the same in every thread (the launch's argument).
 template <typename Elem>
 __device__ __forceinline__ void PrepareOnce(Elem& op, const OptimizerScalars& s) {
-  if constexpr (std::is_same_v<Elem, opt::AdamElem<float>> || std::is_same_v<Elem, opt::AdamElem<double>>) {
-    using T = decltype(op.step_size);
-    __shared__ T scalars[3];
-    if (threadIdx.x < 32) op.PrepareSplit(s, threadIdx.x, scalars);
-    __syncthreads();
-    op.step_size = scalars[0];
-    op.bc2_sqrt = scalars[1];
-    op.decay = scalars[2];
-  } else {
-    __shared__ Elem shared;
-    if (threadIdx.x == 0) {
-      shared = op;
-      shared.Prepare(s);
-    }
-    __syncthreads();
-    op = shared;
+  __shared__ Elem shared;
+  if (threadIdx.x == 0) {
+    shared = op;
+    shared.Prepare(s);
   }
+  __syncthreads();
+  op = shared;
 }
 
 // Finds the entry holding a chunk: the last k with first_chunk <= chunk (binary search), reusing
@@ -276,19 +242,13 @@ __global__ void __launch_bounds__(256)
   WaitForPriorGrids();  // pdl.cuh: the gradients, the guard and the step are earlier launches' outputs
   LetDependentsLaunch();
   const bool skip = GuardTripped(s);
-  EntryCursor cur;
-  if (!skip && blockIdx.x < total_chunks) {  // skip is the same in every thread
-    const MultiTensorEntry& e = table[cur.Find([&](int i) -> const MultiTensorEntry& { return table[i]; }, num, blockIdx.x)];
-    int64_t begin, end;
-    ChunkRange(e, blockIdx.x, &begin, &end);
-    PrefetchChunk<T, Elem>(e, begin, end);
-  }
-  if (!skip) PrepareOnce(op, s);
+  if (!skip) PrepareOnce(op, s);  // skip is the same in every thread
   const Unscale<T> unscale = ReadUnscale<T>(s);
+  EntryCursor cur;
   for (int64_t chunk = blockIdx.x; chunk < total_chunks; chunk += gridDim.x) {
     const MultiTensorEntry& e = table[cur.Find([&](int i) -> const MultiTensorEntry& { return table[i]; }, num, chunk)];
-    int64_t begin, end;
-    ChunkRange(e, chunk, &begin, &end);
+    const int64_t begin = (chunk - e.first_chunk) * kMultiTensorChunk;
+    const int64_t end = min(begin + kMultiTensorChunk, e.numel);
     if (skip) {
       PassThroughChunk<T, Elem>(e, begin, end);
     } else {
@@ -309,19 +269,13 @@ __global__ void __launch_bounds__(256)
   WaitForPriorGrids();  // pdl.cuh: the gradients, the guard and the step are earlier launches' outputs
   LetDependentsLaunch();
   const bool skip = GuardTripped(s);
-  EntryCursor cur;
-  if (!skip && blockIdx.x < t.total_chunks) {  // skip is the same in every thread
-    const MultiTensorEntry& e = t.e[cur.Find([&](int i) -> const MultiTensorEntry& { return t.e[i]; }, t.num, blockIdx.x)];
-    int64_t begin, end;
-    ChunkRange(e, blockIdx.x, &begin, &end);
-    PrefetchChunk<T, Elem>(e, begin, end);
-  }
-  if (!skip) PrepareOnce(op, s);
+  if (!skip) PrepareOnce(op, s);  // skip is the same in every thread
   const Unscale<T> unscale = ReadUnscale<T>(s);
+  EntryCursor cur;
   for (int64_t chunk = blockIdx.x; chunk < t.total_chunks; chunk += gridDim.x) {
     const MultiTensorEntry& e = t.e[cur.Find([&](int i) -> const MultiTensorEntry& { return t.e[i]; }, t.num, chunk)];
-    int64_t begin, end;
-    ChunkRange(e, chunk, &begin, &end);
+    const int64_t begin = (chunk - e.first_chunk) * kMultiTensorChunk;
+    const int64_t end = min(begin + kMultiTensorChunk, e.numel);
     if (skip) {
       PassThroughChunk<T, Elem>(e, begin, end);
     } else {
