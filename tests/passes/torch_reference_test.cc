@@ -99,15 +99,6 @@ double Norm(const ir::Tensor& t) {
   return std::sqrt(s);
 }
 
-double Distance(const ir::Tensor& a, const ir::Tensor& b) {
-  double s = 0;
-  for (int64_t i = 0; i < a.num_elements(); ++i) {
-    const double d = a.GetAsDouble(i) - b.GetAsDouble(i);
-    s += d * d;
-  }
-  return std::sqrt(s);
-}
-
 class TorchReferenceTest : public ::testing::TestWithParam<RefCase> {};
 
 TEST_P(TorchReferenceTest, MatchesPyTorchGradientsAndParameters) {
