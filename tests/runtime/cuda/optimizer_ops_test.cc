@@ -122,7 +122,8 @@ TEST(CudaOptimizerOpsTest, OnnxTrainingOptimizersMatchCpu) {
 
 #ifdef OTTR_HAVE_CUDA
 // The multi-tensor launcher with a device table updates every tensor exactly like one
-// single-tensor launch per tensor (and so like the CPU reference).
+// single-tensor launch per tensor (and so like the CPU reference), and like one packed launch of
+// all six (a table by value larger than the few-tensor one the single launches take).
 TEST(CudaOptimizerOpsTest, MultiTensorAdamMatchesSingleTensor) {
   OTTR_REQUIRE_CUDA_DEVICE();
   using cuda::kernels::MultiTensorEntry;
@@ -134,13 +135,13 @@ TEST(CudaOptimizerOpsTest, MultiTensorAdamMatchesSingleTensor) {
     host[k].resize(sizes[k / 4]);
     for (float& x : host[k]) x = (k % 4 == 3) ? std::fabs(uni(rng)) * 0.01f : uni(rng);
   }
-  // Two copies of every buffer: one for the table launch (in place), one for per-tensor launches.
-  std::vector<void*> dev_a(host.size()), dev_b(host.size());
+  // Three copies of every buffer: the table launch (in place), per-tensor launches, one packed launch.
+  std::vector<void*> dev_a(host.size()), dev_b(host.size()), dev_c(host.size());
   for (size_t k = 0; k < host.size(); ++k) {
-    ASSERT_EQ(cudaMalloc(&dev_a[k], host[k].size() * 4), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&dev_b[k], host[k].size() * 4), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(dev_a[k], host[k].data(), host[k].size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(dev_b[k], host[k].data(), host[k].size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    for (void** d : {&dev_a[k], &dev_b[k], &dev_c[k]}) {
+      ASSERT_EQ(cudaMalloc(d, host[k].size() * 4), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(*d, host[k].data(), host[k].size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    }
   }
   const float lr = 1e-3f;
   const int64_t step = 7;
@@ -181,12 +182,18 @@ TEST(CudaOptimizerOpsTest, MultiTensorAdamMatchesSingleTensor) {
     const MultiTensorEntry e = entry(dev_b, i);
     ASSERT_EQ(cuda::kernels::LaunchPackedAdam(&e, 1, 1, h, s, nullptr), cudaSuccess);
   }
+  std::vector<MultiTensorEntry> packed;
+  for (size_t i = 0; i < sizes.size(); ++i) packed.push_back(entry(dev_c, i));
+  ASSERT_EQ(cuda::kernels::LaunchPackedAdam(packed.data(), static_cast<int>(packed.size()), 1, h, s, nullptr),
+            cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   for (size_t k = 0; k < host.size(); ++k) {
-    std::vector<float> a(host[k].size()), b(host[k].size());
+    std::vector<float> a(host[k].size()), b(host[k].size()), c(host[k].size());
     ASSERT_EQ(cudaMemcpy(a.data(), dev_a[k], a.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(b.data(), dev_b[k], b.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(c.data(), dev_c[k], c.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
     EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "buffer " << k;
+    EXPECT_EQ(std::memcmp(a.data(), c.data(), a.size() * 4), 0) << "buffer " << k << ", packed launch";
     if (k % 4 == 0) {
       EXPECT_NE(std::memcmp(a.data(), host[k].data(), a.size() * 4), 0) << "param " << k / 4 << " unchanged";
     }
@@ -194,6 +201,7 @@ TEST(CudaOptimizerOpsTest, MultiTensorAdamMatchesSingleTensor) {
   for (size_t k = 0; k < host.size(); ++k) {
     cudaFree(dev_a[k]);
     cudaFree(dev_b[k]);
+    cudaFree(dev_c[k]);
   }
   cudaFree(d_lr);
   cudaFree(d_step);
