@@ -257,20 +257,15 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-// Up to N tensors by value. The kernel parameters are the table, so a launch of few tensors takes
-// a small table: the parameters are copied with every launch (a graph's replays included).
-template <int N>
-struct PackedTableN {
-  MultiTensorEntry e[N];
+struct PackedTable {
+  MultiTensorEntry e[kMaxPackedTensors];
   int num = 0;
   int64_t total_chunks = 0;
 };
-using PackedTable = PackedTableN<kMaxPackedTensors>;
-constexpr int kSmallPackedTensors = 4;
 
-template <typename T, typename Elem, int N>
+template <typename T, typename Elem>
 __global__ void __launch_bounds__(256)
-    MultiTensorPackedKernel(const __grid_constant__ PackedTableN<N> t, Elem op, OptimizerScalars s) {
+    MultiTensorPackedKernel(const __grid_constant__ PackedTable t, Elem op, OptimizerScalars s) {
   WaitForPriorGrids();  // pdl.cuh: the gradients, the guard and the step are earlier launches' outputs
   LetDependentsLaunch();
   const bool skip = GuardTripped(s);
@@ -349,30 +344,19 @@ int GridForChunks(int64_t chunks) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(chunks, nl::SmCount() * 8)));
 }
 
-template <typename T, typename Elem, int N>
-cudaError_t LaunchPackedTable(const MultiTensorEntry* entries, int num, const Elem& op, const OptimizerScalars& s,
-                              cudaStream_t stream, bool programmatic) {
-  PackedTableN<N> t;
-  t.num = num;
-  for (int i = 0; i < num; ++i) t.e[i] = entries[i];
-  t.total_chunks = FillChunkOffsets(t.e, t.num);
-  if (t.total_chunks == 0) return cudaSuccess;
-  // A launch after the first follows it on the stream: programmatic whenever the first was.
-  const cudaError_t err = LaunchKernel(programmatic, MultiTensorPackedKernel<T, Elem, N>,
-                                       dim3(GridForChunks(t.total_chunks)), dim3(256), 0, stream, t, op, s);
-  return err == cudaSuccess ? cudaGetLastError() : err;
-}
-
 template <typename T, typename Elem>
 cudaError_t LaunchPacked(const MultiTensorEntry* entries, int num, const Elem& op, const OptimizerScalars& s,
                          cudaStream_t stream, bool programmatic) {
   for (int first = 0; first < num; first += kMaxPackedTensors) {
-    const int count = std::min(kMaxPackedTensors, num - first);
-    cudaError_t err = count <= kSmallPackedTensors
-                          ? LaunchPackedTable<T, Elem, kSmallPackedTensors>(entries + first, count, op, s, stream,
-                                                                            programmatic)
-                          : LaunchPackedTable<T, Elem, kMaxPackedTensors>(entries + first, count, op, s, stream,
-                                                                          programmatic);
+    PackedTable t;
+    t.num = std::min(kMaxPackedTensors, num - first);
+    for (int i = 0; i < t.num; ++i) t.e[i] = entries[first + i];
+    t.total_chunks = FillChunkOffsets(t.e, t.num);
+    if (t.total_chunks == 0) continue;
+    // A launch after the first follows it on the stream: programmatic whenever the first was.
+    cudaError_t err = LaunchKernel(programmatic, MultiTensorPackedKernel<T, Elem>, dim3(GridForChunks(t.total_chunks)),
+                                   dim3(256), 0, stream, t, op, s);
+    if (err == cudaSuccess) err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;

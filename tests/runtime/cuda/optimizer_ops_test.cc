@@ -123,7 +123,7 @@ TEST(CudaOptimizerOpsTest, OnnxTrainingOptimizersMatchCpu) {
 #ifdef OTTR_HAVE_CUDA
 // The multi-tensor launcher with a device table updates every tensor exactly like one
 // single-tensor launch per tensor (and so like the CPU reference), and like one packed launch of
-// all six (a table by value larger than the few-tensor one the single launches take).
+// all six (the table passed by value).
 TEST(CudaOptimizerOpsTest, MultiTensorAdamMatchesSingleTensor) {
   OTTR_REQUIRE_CUDA_DEVICE();
   using cuda::kernels::MultiTensorEntry;
