@@ -646,6 +646,33 @@ __device__ __forceinline__ float ReduceClassesOverWarp(float (&z)[kMaxC], int la
   return v;
 }
 
+// One row's softmax cross-entropy over a warp whose lanes hold the logit zj of class
+// cls = lane >> shift (own: cls < c; first: the class's first lane; the lanes of a class agree bit
+// for bit): dlogits of the lane's class and the row's loss terms, the sums over the classes' first
+// lanes (a fixed xor tree). LinearSceKernel and LinearSceRowKernel share these formulas.
+struct WarpSceRow {
+  double all = 0.0, lpy = 0.0;  // Σ_j log p_j and log p_y
+  float dl = 0.0f;              // dlogits of class cls (0 where not own)
+  bool y_class = false;         // the label is a class (else the row's loss is NaN)
+
+  __device__ __forceinline__ WarpSceRow(float zj, bool own, bool first, int cls, int shift, int64_t y, int c,
+                                        int64_t ignore, double eps, double scale) {
+    const float m = nl::WarpMax(own ? zj : -std::numeric_limits<float>::infinity());
+    const double s = nl::WarpSum(own && first ? static_cast<double>(ExpC(zj - m)) : 0.0);
+    const double lse = static_cast<double>(m) + log(s);
+    const float lt = static_cast<float>(static_cast<double>(zj) - lse);
+    const double l = static_cast<double>(lt);
+    all = nl::WarpSum(own && first ? l : 0.0);
+    y_class = y >= 0 && y < c;
+    lpy = static_cast<double>(__shfl_sync(0xffffffffu, lt, y_class ? static_cast<int>(y) << shift : 0));
+    dl = own ? SceGradAt<float, float>(l, cls, y, c, ignore, eps, scale) : 0.0f;
+  }
+  // The row's loss (a counted row: its label is not the ignored index).
+  __device__ __forceinline__ double Loss(double eps, int c) const {
+    return !y_class ? NaN() : (1.0 - eps) * -lpy + eps / c * -all;
+  }
+};
+
 // kMaxC >= c classes in registers. kVec: 16-byte copies and float4 reads along K (w [C, K]
 // (trans_b), K % 4 == 0, x / w / mask / dx 16-byte aligned); otherwise element by element.
 // kRows: the rows a warp works on together (independent chains of instructions that share the
@@ -782,21 +809,13 @@ __global__ void __launch_bounds__(kLinWarps * 32)
     for (int r = 0; r < kRows; ++r) {
       const int64_t row = g * kRows + r;
       const float zj = ReduceClassesOverWarp(z[r], lane) + (own && a.bias != nullptr ? __ldg(a.bias + cls) : 0.0f);
-      const float m = nl::WarpMax(own ? zj : -std::numeric_limits<float>::infinity());
-      const double s = nl::WarpSum(own && first ? static_cast<double>(ExpC(zj - m)) : 0.0);
-      const double lse = static_cast<double>(m) + log(s);
-      const float lt = static_cast<float>(static_cast<double>(zj) - lse);
-      const double l = static_cast<double>(lt);
-      const double all = nl::WarpSum(own && first ? l : 0.0);
-      const bool y_class = y[r] >= 0 && y[r] < c;
-      const double lpy =
-          static_cast<double>(__shfl_sync(0xffffffffu, lt, y_class ? static_cast<int>(y[r]) << kShift : 0));
-      dl[r] = own ? SceGradAt<float, float>(l, cls, y[r], c, a.ignore_index, eps, scale) : 0.0f;
+      const WarpSceRow t(zj, own, first, cls, kShift, y[r], c, a.ignore_index, eps, scale);
+      dl[r] = t.dl;
       if (row < a.n) {
         if (own && first) a.dlogits[row * ldc + cls] = dl[r];
         for (int j = c + lane; j < ldc; j += 32) a.dlogits[row * ldc + j] = 0.0f;  // padded columns
         if (lane == 0 && y[r] != a.ignore_index) {
-          acc += !y_class ? NaN() : (1.0 - eps) * -lpy + eps / c * -all;
+          acc += t.Loss(eps, c);
           cnt += 1.0;
         }
       }
@@ -993,15 +1012,8 @@ __global__ void __launch_bounds__(kLinWarps * 32) LinearSceRowKernel(LinearSceAr
       for (int w = 1; w < kLinWarps; ++w) zj += zs[w][cls];
       if (a.bias != nullptr) zj += __ldg(a.bias + cls);
     }
-    const float m = nl::WarpMax(own ? zj : -std::numeric_limits<float>::infinity());
-    const double s = nl::WarpSum(own && first ? static_cast<double>(ExpC(zj - m)) : 0.0);
-    const double lse = static_cast<double>(m) + log(s);
-    const float lt = static_cast<float>(static_cast<double>(zj) - lse);
-    const double l = static_cast<double>(lt);
-    const double all = nl::WarpSum(own && first ? l : 0.0);
-    const bool y_class = y >= 0 && y < c;
-    const double lpy = static_cast<double>(__shfl_sync(0xffffffffu, lt, y_class ? static_cast<int>(y) << 1 : 0));
-    const float dl = own ? SceGradAt<float, float>(l, cls, y, c, a.ignore_index, eps, scale) : 0.0f;
+    const WarpSceRow t(zj, own, first, cls, 1, y, c, a.ignore_index, eps, scale);
+    const float dl = t.dl;
     if (own && first) {
       a.dlogits[row * a.ldc + cls] = dl;
       dls[cls] = dl;
@@ -1009,7 +1021,7 @@ __global__ void __launch_bounds__(kLinWarps * 32) LinearSceRowKernel(LinearSceAr
     for (int j = c + lane; j < a.ldc; j += 32) a.dlogits[row * a.ldc + j] = 0.0f;  // padded columns
     if (lane == 0) {
       const bool counted = y != a.ignore_index;
-      const double loss = !counted ? 0.0 : !y_class ? NaN() : (1.0 - eps) * -lpy + eps / c * -all;
+      const double loss = !counted ? 0.0 : t.Loss(eps, c);
       WriteBlockResult<float>(loss, counted ? 1.0 : 0.0, true, a.loss, nullptr, partial);
     }
   }
