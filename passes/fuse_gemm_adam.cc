@@ -59,27 +59,8 @@ struct Match {
   std::string bias_of;  // "a" | "b"
 };
 
-// Whether every node that reads `p` but `u` is an ancestor of `gemm`: the fused update, which
-// writes p, then waits for no reader of p that the gradient does not wait for already.
-bool ReadersPrecede(const Value* p, const Node* u, const Node* gemm) {
-  std::set<const Node*> before;
-  std::vector<const Node*> stack = {gemm};
-  while (!stack.empty()) {
-    const Node* n = stack.back();
-    stack.pop_back();
-    for (const Value* v : n->inputs()) {
-      if (v != nullptr && v->producer() != nullptr && before.insert(v->producer()).second) stack.push_back(v->producer());
-    }
-  }
-  for (const ir::Use& use : p->uses()) {
-    if (use.node != u && !before.contains(use.node)) return false;
-  }
-  return true;
-}
-
 class FuseGemmAdamPass : public Pass {
  public:
-  explicit FuseGemmAdamPass(bool unblocked_only) : unblocked_only_(unblocked_only) {}
   absl::string_view name() const override { return kName; }
 
   absl::StatusOr<bool> Run(ir::Graph& g) override {
@@ -130,11 +111,6 @@ class FuseGemmAdamPass : public Pass {
     }
     if (fusion::SoleUser(grad) != u) {
       *why = absl::StrCat(grad->name(), " is read by more than the update");
-      return std::nullopt;
-    }
-    if (unblocked_only_ && !ReadersPrecede(u->input(2 + k), u, gemm)) {
-      *why = absl::StrCat(u->input(2 + k)->name(),
-                          " is read beside its gradient (a data gradient): the fused update would wait for that");
       return std::nullopt;
     }
     Match m;
@@ -247,14 +223,10 @@ class FuseGemmAdamPass : public Pass {
     renames.Apply(g);
     return true;
   }
-
-  bool unblocked_only_;
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> CreateFuseGemmAdamPass(bool unblocked_only) {
-  return std::make_unique<FuseGemmAdamPass>(unblocked_only);
-}
+std::unique_ptr<Pass> CreateFuseGemmAdamPass() { return std::make_unique<FuseGemmAdamPass>(); }
 
 }  // namespace ottr::passes

@@ -115,10 +115,8 @@ std::unique_ptr<Pass> CreateSplitOptimizerUpdatesPass();
 
 // passes/fuse_gemm_adam.cc: a small-batch weight gradient (k <= 256) that only an unguarded float32
 // Adam update reads, with its bias gradient, and that update become one ottr::GemmAdamUpdate (the
-// gradients computed and applied in one kernel, never stored). `unblocked_only`: only where every
-// other reader of the weight comes before its gradient (the first layer's weight, whose data
-// gradient nothing computes; not a weight a data gradient reads, which the update must wait for).
-std::unique_ptr<Pass> CreateFuseGemmAdamPass(bool unblocked_only = false);
+// gradients computed and applied in one kernel, never stored).
+std::unique_ptr<Pass> CreateFuseGemmAdamPass();
 
 }  // namespace ottr::passes
 

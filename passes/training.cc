@@ -549,9 +549,7 @@ absl::Status AddTrainingPasses(PassManager& pm, const TrainingSpec& spec) {
   // Last of the GEMM rewrites: it groups only what the epilogue passes left plain.
   if (spec.group_gemms) pm.Add(CreateGroupGemmsPass());
   // After the passes that decide which node makes each gradient; declines guarded updates.
-  if ((spec.fuse_gemm_adam || spec.fuse_gemm_adam_unblocked) && spec.fuse_epilogues && spec.multi_tensor_updates) {
-    pm.Add(CreateFuseGemmAdamPass(/*unblocked_only=*/!spec.fuse_gemm_adam));
-  }
+  if (spec.fuse_gemm_adam && spec.fuse_epilogues && spec.multi_tensor_updates) pm.Add(CreateFuseGemmAdamPass());
   if (spec.multi_tensor_updates) pm.Add(CreateSplitOptimizerUpdatesPass());
   if (spec.optimizer_low_copies && (spec.precision == Precision::kBf16 || spec.precision == Precision::kFp16)) {
     pm.Add(CreateOptimizerLowCopiesPass());

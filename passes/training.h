@@ -151,10 +151,6 @@ struct TrainingSpec {
   // on`): the first kernel made the small MLP's step at batch 128 slower on the H100 (57.0 against
   // 49.1 µs, bench/RESULTS.md 2026-12-05 (2)); its one-round-trip rewrite is not yet timed.
   bool fuse_gemm_adam = false;
-  // Without fuse_gemm_adam: the same fusion only for weights whose other readers all come before
-  // their gradient (the first layer's; `--fuse-gemm-adam unblocked`), so no fused update waits
-  // for a data gradient that reads the weight it writes.
-  bool fuse_gemm_adam_unblocked = false;
   // With fuse_epilogues, a grouped update and TF32 (no loss scaling, clipping or exposed
   // gradients): the whole step of a small ReLU MLP with softmax cross-entropy and Adam becomes one
   // ottr::MlpStep, one cooperative launch (fuse-mlp-step, passes/fuse_mlp_step.cc). Off

@@ -68,16 +68,8 @@ absl::StatusOr<passes::TrainingSpec> ParseTrainingSpec(const Args& args, int64_t
       OnOff(args, "tf32-bgrad-in-weight-gemm", [&](bool on) { spec.tf32_bgrad_in_weight_gemm = on; }));
   // --group-gemms on|off (default off: passes/training.h, TrainingSpec::group_gemms).
   OTTR_RETURN_IF_ERROR(OnOff(args, "group-gemms", [&](bool on) { spec.group_gemms = on; }));
-  // --fuse-gemm-adam on|off|unblocked (passes/training.h, TrainingSpec::fuse_gemm_adam and
-  // fuse_gemm_adam_unblocked).
-  if (args.has("fuse-gemm-adam")) {
-    const std::string m = args.get("fuse-gemm-adam");
-    if (m != "on" && m != "off" && m != "unblocked") {
-      return absl::InvalidArgumentError("--fuse-gemm-adam must be on, off or unblocked");
-    }
-    spec.fuse_gemm_adam = m == "on";
-    spec.fuse_gemm_adam_unblocked = m == "unblocked";
-  }
+  // --fuse-gemm-adam on|off (passes/training.h, TrainingSpec::fuse_gemm_adam).
+  OTTR_RETURN_IF_ERROR(OnOff(args, "fuse-gemm-adam", [&](bool on) { spec.fuse_gemm_adam = on; }));
   // --fuse-mlp-step on|off (passes/training.h, TrainingSpec::fuse_mlp_step).
   OTTR_RETURN_IF_ERROR(OnOff(args, "fuse-mlp-step", [&](bool on) { spec.fuse_mlp_step = on; }));
   // --pad-gemm-dims on|off (default on: passes/training.h, TrainingSpec::pad_gemm_dims).

@@ -212,14 +212,13 @@ int AssignStreams(std::vector<NodeLaunch>& launches, int num_streams, char* stre
     }
     return dep;
   };
-  // finish[i]: when launch i is expected to end (µs, EstimateMicros): after its dependencies and
-  // the launches before it on its stream; start[i] when it is expected to begin.
-  std::vector<double> finish(launches.size(), 0.0), start(launches.size(), 0.0);
   // 1. Streams.
   {
     const std::vector<Footprint> fp = Footprints(launches, /*with_workspace=*/false);
     std::vector<int> tail(num_streams, -1);
-    // A stream whose tail finishes sooner frees up sooner.
+    // finish[i]: when launch i is expected to end (µs, EstimateMicros): after its dependencies and
+    // the launches before it on its stream. A stream whose tail finishes sooner frees up sooner.
+    std::vector<double> finish(launches.size(), 0.0);
     static const bool by_order = [] {
       const char* e = std::getenv("OTTR_STREAM_PICK");
       return e != nullptr && std::string(e) == "order";
@@ -250,7 +249,6 @@ int AssignStreams(std::vector<NodeLaunch>& launches, int num_streams, char* stre
       for (int s = 0; s < num_streams; ++s) {
         if (dep[s] >= 0) finish[i] = std::max(finish[i], finish[dep[s]]);
       }
-      start[i] = finish[i];
       finish[i] += EstimateMicros(*launches[i].node);
       tail[chosen] = i;
       if (std::getenv("OTTR_LOG_STREAMS") != nullptr) {
@@ -270,44 +268,21 @@ int AssignStreams(std::vector<NodeLaunch>& launches, int num_streams, char* stre
     }
   }
   const std::vector<Footprint> fp = Footprints(launches, /*with_workspace=*/true);
-  std::vector<std::vector<int>> deps(launches.size());
-  for (size_t oi = 0; oi < order.size(); ++oi) deps[order[oi]] = latest_deps(fp, oi);
-  // Early joins: a launch also takes the waits that later launches of its stream will need on
-  // launches expected to have ended kJoinSlack before it starts. A wait across streams costs its
-  // launch ~1.3-1.7 µs after the awaited launch ends where a wait on the stream's own previous
-  // launch costs ~0.3-0.5 (H100 trace, bench/RESULTS.md 2026-12-07 (6)); taken early it costs nothing,
-  // and the later launch is left waiting on its own stream only. OTTR_EARLY_JOIN=0: off.
-  static const bool early_join = [] {
-    const char* e = std::getenv("OTTR_EARLY_JOIN");
-    return e == nullptr || std::string(e) != "0";
-  }();
-  constexpr double kJoinSlack = 2.0;
   // known[s][t]: the launches of stream t up to this index are complete before s's next launch.
   std::vector<std::vector<int>> known(num_streams, std::vector<int>(num_streams, -1));
   std::vector<std::vector<int>> known_at(launches.size());
   for (size_t oi = 0; oi < order.size(); ++oi) {
     const int i = order[oi];
     NodeLaunch& l = launches[i];
+    const std::vector<int> dep = latest_deps(fp, oi);
     std::vector<int>& k = known[l.stream];
-    auto join = [&](int d) {
-      const int s = launches[d].stream;
-      if (s == l.stream || d <= k[s]) return;
-      l.waits.push_back(d);
-      launches[d].record = true;
-      const std::vector<int>& then = known_at[d];
-      for (int t = 0; t < num_streams; ++t) k[t] = std::max(k[t], then[t]);
-      k[s] = std::max(k[s], d);
-    };
     for (int s = 0; s < num_streams; ++s) {
-      if (deps[i][s] >= 0) join(deps[i][s]);
-    }
-    for (size_t oj = oi + 1; early_join && oj < order.size(); ++oj) {
-      const int j = order[oj];
-      if (launches[j].stream != l.stream) continue;
-      for (int s = 0; s < num_streams; ++s) {
-        const int d = deps[j][s];
-        if (d >= 0 && d < i && finish[d] + kJoinSlack <= start[i]) join(d);
-      }
+      if (s == l.stream || dep[s] < 0 || dep[s] <= k[s]) continue;
+      l.waits.push_back(dep[s]);
+      launches[dep[s]].record = true;
+      const std::vector<int>& then = known_at[dep[s]];
+      for (int t = 0; t < num_streams; ++t) k[t] = std::max(k[t], then[t]);
+      k[s] = std::max(k[s], dep[s]);
     }
     k[l.stream] = i;
     known_at[i] = k;
