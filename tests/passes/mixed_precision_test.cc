@@ -305,7 +305,9 @@ TEST(MixedPrecisionTest, RewrittenLayerMatchesFloat32WithinRounding) {
         differ += d > 0;
       }
     }
-    if (low == DType::kBFloat16) EXPECT_GT(differ, 0);
+    if (low == DType::kBFloat16) {
+      EXPECT_GT(differ, 0);
+    }
   }
 }
 
@@ -339,7 +341,9 @@ TEST(MixedPrecisionTest, TrainingStepKeepsFloat32MasterWeights) {
   }
   EXPECT_EQ(low_gemms, 3 + 2 * 3 - 1);  // 3 forward; dX (not for fc1, x is an input) and dW each
   for (const ir::Value* init : (*step)->initializers()) {
-    if (ir::IsFloat(init->type().dtype)) EXPECT_EQ(init->type().dtype, DType::kFloat32) << init->name();
+    if (ir::IsFloat(init->type().dtype)) {
+      EXPECT_EQ(init->type().dtype, DType::kFloat32) << init->name();
+    }
   }
   for (const ir::Value* out : (*step)->outputs()) {
     EXPECT_EQ(out->type().dtype, DType::kFloat32) << out->name();

@@ -210,6 +210,19 @@ __device__ __forceinline__ void PrepareOnce(Elem& op, const OptimizerScalars& s)
   op = shared;
 }
 
+// Elements [begin, end) of chunk `index` (counted from the tensor's first chunk) of a tensor of
+// `numel` elements, and how many chunks such a tensor has.
+struct ChunkSpan {
+  int64_t begin, end;
+};
+__device__ __forceinline__ ChunkSpan ChunkRange(int64_t index, int64_t numel) {
+  const int64_t begin = index * kMultiTensorChunk;
+  return {begin, min(begin + kMultiTensorChunk, numel)};
+}
+__host__ __device__ constexpr int64_t ChunkCount(int64_t numel) {
+  return (numel + kMultiTensorChunk - 1) / kMultiTensorChunk;
+}
+
 // Finds the entry holding a chunk: the last k with first_chunk <= chunk (binary search), reusing
 // the previous answer while the block's chunks stay inside one tensor.
 struct EntryCursor {
@@ -230,7 +243,7 @@ struct EntryCursor {
     }
     k = lo;
     begin = entry(lo).first_chunk;
-    end = begin + (entry(lo).numel + kMultiTensorChunk - 1) / kMultiTensorChunk;
+    end = begin + ChunkCount(entry(lo).numel);
     return k;
   }
 };
@@ -247,8 +260,7 @@ __global__ void __launch_bounds__(256)
   EntryCursor cur;
   for (int64_t chunk = blockIdx.x; chunk < total_chunks; chunk += gridDim.x) {
     const MultiTensorEntry& e = table[cur.Find([&](int i) -> const MultiTensorEntry& { return table[i]; }, num, chunk)];
-    const int64_t begin = (chunk - e.first_chunk) * kMultiTensorChunk;
-    const int64_t end = min(begin + kMultiTensorChunk, e.numel);
+    const auto [begin, end] = ChunkRange(chunk - e.first_chunk, e.numel);
     if (skip) {
       PassThroughChunk<T, Elem>(e, begin, end);
     } else {
@@ -274,8 +286,7 @@ __global__ void __launch_bounds__(256)
   EntryCursor cur;
   for (int64_t chunk = blockIdx.x; chunk < t.total_chunks; chunk += gridDim.x) {
     const MultiTensorEntry& e = t.e[cur.Find([&](int i) -> const MultiTensorEntry& { return t.e[i]; }, t.num, chunk)];
-    const int64_t begin = (chunk - e.first_chunk) * kMultiTensorChunk;
-    const int64_t end = min(begin + kMultiTensorChunk, e.numel);
+    const auto [begin, end] = ChunkRange(chunk - e.first_chunk, e.numel);
     if (skip) {
       PassThroughChunk<T, Elem>(e, begin, end);
     } else {
@@ -308,8 +319,7 @@ __global__ void __launch_bounds__(256) AllFiniteKernel(const __grid_constant__ F
   for (int64_t chunk = blockIdx.x; chunk < t.total_chunks; chunk += gridDim.x) {
     while (k + 1 < t.num && t.first_chunk[k + 1] <= chunk) ++k;  // chunks rise within a block
     const FiniteCheckEntry& e = t.e[k];
-    const int64_t begin = (chunk - t.first_chunk[k]) * kMultiTensorChunk;
-    const int64_t end = min(begin + kMultiTensorChunk, e.numel);
+    const auto [begin, end] = ChunkRange(chunk - t.first_chunk[k], e.numel);
     bool fine = true;
     switch (e.dtype) {
       case nl::kF32: fine = ChunkFinite<float>(e.data, begin, end); break;
@@ -398,8 +408,7 @@ __global__ void __launch_bounds__(256)
   for (int64_t chunk = blockIdx.x; chunk < t.total_chunks; chunk += gridDim.x) {
     const MultiTensorEntry& e = t.e[cur.Find([&](int i) -> const MultiTensorEntry& { return t.e[i]; }, t.num, chunk)];
     const bool fx = e.f64_mask & 1, fg = e.f64_mask & 2, f0 = e.f64_mask & 4, f1 = e.f64_mask & 8;
-    const int64_t begin = (chunk - e.first_chunk) * kMultiTensorChunk;
-    const int64_t end = min(begin + kMultiTensorChunk, e.numel);
+    const auto [begin, end] = ChunkRange(chunk - e.first_chunk, e.numel);
     for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
       const double x = LoadF(e.param, fx, i);
       const double g = h.norm_coefficient * x + LoadF(e.grad, fg, i);
@@ -428,7 +437,7 @@ int64_t FillChunkOffsets(MultiTensorEntry* entries, int num_tensors) {
   int64_t total = 0;
   for (int i = 0; i < num_tensors; ++i) {
     entries[i].first_chunk = total;
-    total += (entries[i].numel + kMultiTensorChunk - 1) / kMultiTensorChunk;
+    total += ChunkCount(entries[i].numel);
   }
   return total;
 }
@@ -484,7 +493,7 @@ cudaError_t LaunchAllFinite(const FiniteCheckEntry* host_entries, int num_tensor
     for (int i = 0; i < t.num; ++i) {
       t.e[i] = host_entries[first + i];
       t.first_chunk[i] = t.total_chunks;
-      t.total_chunks += (t.e[i].numel + kMultiTensorChunk - 1) / kMultiTensorChunk;
+      t.total_chunks += ChunkCount(t.e[i].numel);
     }
     if (t.total_chunks == 0) continue;
     AllFiniteKernel<<<GridForChunks(t.total_chunks), 256, 0, stream>>>(t, ok);
