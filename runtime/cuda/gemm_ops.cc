@@ -50,7 +50,6 @@ absl::StatusOr<CompiledOp> CompileGemm(OpCompileContext& ctx) {
   c.k = ta ? ad[0] : ad[1];
   c.n = tb ? bd[0] : bd[1];
   c.alpha = alpha;
-  c.counters = true;  // op.counter_bytes
   const bool has_c = ctx.has_input(2) && beta != 0.0f;
   std::vector<int64_t> cd = has_c ? ctx.input_dims(2) : std::vector<int64_t>();
   const int64_t c_numel = has_c ? ir::NumElements(cd) : 0;
@@ -74,7 +73,6 @@ absl::StatusOr<CompiledOp> CompileGemm(OpCompileContext& ctx) {
   const int64_t m = c.m, nn = c.n;
   CompiledOp op;
   op.workspace_bytes = gemm->workspace_bytes();
-  op.counter_bytes = gemm->counter_bytes();
   op.launch = [gemm, has_c, bias, rs, cs, elem, m, nn](const LaunchArgs& a) -> absl::Status {
     nvtxRangePushA("Gemm");
     if (has_c && !bias) {
@@ -82,7 +80,7 @@ absl::StatusOr<CompiledOp> CompileGemm(OpCompileContext& ctx) {
     }
     // After the broadcast of C the product follows a kernel of this launch.
     absl::Status s = gemm->Run(a.inputs[0], a.inputs[1], a.outputs[0], bias ? a.inputs[2] : nullptr, nullptr,
-                               a.workspace, a.stream, a.counters, GemmLaunchOf(a, a.programmatic || (has_c && !bias)));
+                               a.workspace, a.stream, nullptr, GemmLaunchOf(a, a.programmatic || (has_c && !bias)));
     nvtxRangePop();
     return s;
   };
@@ -105,12 +103,10 @@ absl::StatusOr<CompiledOp> CompileMatMul(OpCompileContext& ctx) {
   if (nb == 1) {
     // B is one matrix: fold every batch of A into the rows.
     c.m = na * m;
-    c.counters = true;  // op.counter_bytes
     OTTR_ASSIGN_OR_RETURN(std::shared_ptr<LtGemm> g, LtGemm::Create(ctx.libs(), c));
     op.workspace_bytes = g->workspace_bytes();
-    op.counter_bytes = g->counter_bytes();
     op.launch = [g](const LaunchArgs& a) {
-      return g->Run(a.inputs[0], a.inputs[1], a.outputs[0], nullptr, nullptr, a.workspace, a.stream, a.counters,
+      return g->Run(a.inputs[0], a.inputs[1], a.outputs[0], nullptr, nullptr, a.workspace, a.stream, nullptr,
                     GemmLaunchOf(a, a.programmatic));
     };
     return op;
@@ -193,7 +189,6 @@ absl::StatusOr<CompiledOp> CompileFusedGemm(OpCompileContext& ctx) {
   c.k = c.trans_a ? ad[0] : ad[1];
   c.n = c.trans_b ? bd[0] : bd[1];
   c.alpha = n.GetFloat("alpha", 1.0f);
-  c.counters = true;  // op.counter_bytes
   // Y (and the bias, aux and bias gradient) in output_type: f32 from bf16/f16 operands.
   c.out_dtype = static_cast<ir::DType>(n.GetInt("output_type", ir::DTypeToOnnx(c.dtype)));
   const bool out1 = ctx.num_outputs() > 1 && ctx.output_needed(1);

@@ -88,7 +88,6 @@ kernels::SmallGemmArgs OttrArgs(const GemmConfig& c, const void* a, const void* 
   p.a = static_cast<const float*>(a);
   p.b = static_cast<const float*>(b);
   p.d = static_cast<float*>(d);
-  p.tile_counters = static_cast<unsigned*>(counters);
   using K = kernels::SmallGemmEpilogue;
   switch (p.epilogue) {
     case K::kBias:
@@ -102,11 +101,11 @@ kernels::SmallGemmArgs OttrArgs(const GemmConfig& c, const void* a, const void* 
       p.mask_in = static_cast<const uint8_t*>(aux);
       p.bias_grad = static_cast<float*>(const_cast<void*>(bias));  // the bias gradient is an output
       p.bias_grad_partial = static_cast<float*>(workspace);
+      p.tile_counters = static_cast<unsigned*>(counters);
       break;
     case K::kBgradA: p.bias_grad = static_cast<float*>(const_cast<void*>(bias)); break;  // an output
     case K::kNone: break;
   }
-  if (p.epilogue != K::kDReluBgrad) p.split_partial = static_cast<float*>(workspace);  // split K's slots
   return p;
 }
 
@@ -143,12 +142,6 @@ std::string DescribeAlgo(const cublasLtMatmulHeuristicResult_t& r) {
                       AlgoConfig(r.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME), " stages ",
                       AlgoConfig(r.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID), " cluster ",
                       AlgoConfig(r.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID), " ws ", r.workspaceSize);
-}
-
-// OTTR_SMALL_GEMM=nosplit: ottr's kernel without its split-K configurations (comparisons).
-bool SplitKOff() {
-  const char* env = std::getenv("OTTR_SMALL_GEMM");
-  return env != nullptr && std::string(env) == "nosplit";
 }
 
 }  // namespace
@@ -215,16 +208,14 @@ absl::StatusOr<std::unique_ptr<LtGemm>> LtGemm::Create(CudaLibraries& libs, cons
   if (c.kernel == Kernel::kOttr && !ottr) {
     return absl::UnimplementedError("ottr's small TF32 GEMM cannot run this GEMM (OttrGemmEligible)");
   }
-  // "ottr3": the version of ottr's kernel set, so a cache from before it re-times these shapes
-  // (2: DRELU_BGRAD adds its partial bias gradients in the same launch; 3: K split over CTAs, for
-  // callers that give counters: " ctr").
+  // "ottr2": the version of ottr's kernel set, so a cache from before it re-times these shapes
+  // (2: DRELU_BGRAD adds its partial bias gradients in the same launch).
   const std::string key = absl::StrCat(
       "gemm ", ir::DTypeName(c.dtype), c.OutType() != c.dtype ? absl::StrCat("->", ir::DTypeName(c.OutType())) : "",
       " ", static_cast<int>(compute), " t", c.trans_a, c.trans_b,
       " m", c.m, " n", c.n, " k", c.k, " ld", c.lda, ",", c.ldb, ",", c.ldc, " b", c.batch, " s",
       c.stride_a, ",", c.stride_b, ",", c.stride_c, " e", static_cast<int>(epi), " beta", c.beta != 0.0f,
-      " aux", c.aux_ld, ottr ? " ottr3" : "", ottr && c.counters ? " ctr" : "",
-      ottr && libs.programmatic() ? " pdl" : "");
+      " aux", c.aux_ld, ottr ? " ottr2" : "", ottr && libs.programmatic() ? " pdl" : "");
   if (c.slices > 1) {  // forced parts of k: the heuristic's first algorithm for them, untimed
     if (c.dtype != ir::DType::kFloat32 || c.OutType() != ir::DType::kFloat32 || c.batch > 1 || c.beta != 0.0f ||
         c.epilogue != GemmEpilogue::kDefault || c.kernel == Kernel::kOttr || c.k % c.slices != 0 ||
@@ -464,8 +455,6 @@ absl::Status LtGemm::Autotune(const cublasLtMatmulHeuristicResult_t* results, in
     kernels::SmallGemmArgs args = OttrArgs(c, a, b, d, bias, aux, workspace, counters);
     for (int t = 0; ottr && t < kernels::SmallGemmConfigCount(); ++t) {
       if ((c.ottr_config >= 0 && t != c.ottr_config) || !kernels::SmallGemmConfigFits(t, args)) continue;
-      // Split K needs the counters Run gets only where c.counters.
-      if (kernels::SmallGemmSplitK(t) > 1 && (!c.counters || SplitKOff())) continue;
       if (kernels::PrepareSmallGemm(t, c.trans_a, c.trans_b) != cudaSuccess) {
         cudaGetLastError();
         continue;

@@ -94,9 +94,6 @@ struct GemmConfig {
   enum class Kernel { kAuto, kCublasLt, kOttr };
   Kernel kernel = Kernel::kAuto;
   int ottr_config = -1;
-  // Run gets counter_bytes() of counters (CompiledOp::counter_bytes): ottr's split-K
-  // configurations, which need them, are considered only then.
-  bool counters = false;
   // > 1: cuBLASLt runs k in this many equal parts and ottr adds them (tests; kAuto times such
   // parts itself for the GEMMs LtGemm::SlicesEligible takes). Float32, no epilogue, beta 0, one
   // matrix, k / slices a multiple of 4.
@@ -106,8 +103,7 @@ struct GemmConfig {
 // Whether ottr's small TF32 kernel can run `c` under the TF32 policy `tf32`: float32 in and out,
 // one matrix, beta 0, an epilogue it has (none, bias, relu_bias, relu_aux_bias, drelu,
 // drelu_bgrad, and kBgradB: the bias gradient of a weight gradient dYᵀ·X, Σ over K of our A),
-// at most kOttrGemmMaxMacs multiply-adds. OTTR_SMALL_GEMM=0 turns it off, =nosplit leaves out
-// its split-K configurations.
+// at most kOttrGemmMaxMacs multiply-adds. OTTR_SMALL_GEMM=0 turns it off.
 bool OttrGemmEligible(const GemmConfig& c, bool tf32);
 inline constexpr int64_t kOttrGemmMaxMacs = int64_t{1} << 27;
 

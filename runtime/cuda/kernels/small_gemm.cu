@@ -192,31 +192,26 @@ __global__ void __launch_bounds__(kThreads) SmallGemmKernel(SmallGemmArgs p) {
 #pragma unroll
     for (int j = 0; j < BN / 16; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
   }
-  // K split over the grid's z CTAs (SmallGemmSplitK): this CTA's chunks of BK are [c_begin, c_end).
-  // Warp w takes chunks c_begin + w, + 8, ...; the next chunk's copies are in flight during the MMAs.
+  // Warp w takes chunks w, w + 8, ... of BK; the next chunk's copies are in flight during the MMAs.
   const int chunks = static_cast<int>((p.k + BK - 1) / BK);
-  const int per_split = (chunks + static_cast<int>(gridDim.z) - 1) / static_cast<int>(gridDim.z);
-  const int c_begin = static_cast<int>(blockIdx.z) * per_split;
-  const int c_end = min(chunks, c_begin + per_split);
-  const int c_first = c_begin + warp;
   if constexpr (kVec) {
     float* stage[2] = {smem + warp * 2 * S::kStageFloats, smem + (warp * 2 + 1) * S::kStageFloats};
     // A programmatic launch (pdl.cuh) copies the first chunk of an operand no earlier launch of the
     // step writes (a weight) before it waits for the kernel before it, the rest after.
-    const bool first = c_first < c_end;
+    const bool first = warp < chunks;
     float* sa0 = stage[0];
     float* sb0 = stage[0] + S::kAFloats;
-    if (first && p.a_ready) IssueChunk<BM, BN, BK, TA, TB, true, false, false>(p, m0, n0, c_first * BK, sa0, sb0, lane);
-    if (first && p.b_ready) IssueChunk<BM, BN, BK, TA, TB, false, true, false>(p, m0, n0, c_first * BK, sa0, sb0, lane);
+    if (first && p.a_ready) IssueChunk<BM, BN, BK, TA, TB, true, false, false>(p, m0, n0, warp * BK, sa0, sb0, lane);
+    if (first && p.b_ready) IssueChunk<BM, BN, BK, TA, TB, false, true, false>(p, m0, n0, warp * BK, sa0, sb0, lane);
     WaitForPriorGrids();
     LetDependentsLaunch();
-    if (first && !p.a_ready) IssueChunk<BM, BN, BK, TA, TB, true, false, false>(p, m0, n0, c_first * BK, sa0, sb0, lane);
-    if (first && !p.b_ready) IssueChunk<BM, BN, BK, TA, TB, false, true, false>(p, m0, n0, c_first * BK, sa0, sb0, lane);
+    if (first && !p.a_ready) IssueChunk<BM, BN, BK, TA, TB, true, false, false>(p, m0, n0, warp * BK, sa0, sb0, lane);
+    if (first && !p.b_ready) IssueChunk<BM, BN, BK, TA, TB, false, true, false>(p, m0, n0, warp * BK, sa0, sb0, lane);
     if (first) asm volatile("cp.async.commit_group;\n" ::);
     int cur = 0;
-    for (int c = c_first; c < c_end; c += kWarps, cur ^= 1) {
+    for (int c = warp; c < chunks; c += kWarps, cur ^= 1) {
       float* next = stage[cur ^ 1];
-      if (c + kWarps < c_end) {
+      if (c + kWarps < chunks) {
         IssueChunk<BM, BN, BK, TA, TB>(p, m0, n0, (c + kWarps) * BK, next, next + S::kAFloats, lane);
         asm volatile("cp.async.wait_group 1;\n" ::);  // chunk c has landed, c + 8 may still fly
       } else {
@@ -232,11 +227,11 @@ __global__ void __launch_bounds__(kThreads) SmallGemmKernel(SmallGemmArgs p) {
     float* sa = smem + warp * S::kStageFloats;
     float* sb = sa + S::kAFloats;
     Chunk<BM, BN, BK, TA, TB> chunk;
-    if (c_first < c_end) chunk.Load(p, m0, n0, c_first * BK, lane);
-    for (int c = c_first; c < c_end; c += kWarps) {
+    if (warp < chunks) chunk.Load(p, m0, n0, warp * BK, lane);
+    for (int c = warp; c < chunks; c += kWarps) {
       chunk.Store(sa, sb, lane);
       __syncwarp();
-      if (c + kWarps < c_end) chunk.Load(p, m0, n0, (c + kWarps) * BK, lane);
+      if (c + kWarps < chunks) chunk.Load(p, m0, n0, (c + kWarps) * BK, lane);
       MmaChunk<BM, BN, BK, TA, TB, false>(sa, sb, acc);
       __syncwarp();
     }
@@ -251,38 +246,6 @@ __global__ void __launch_bounds__(kThreads) SmallGemmKernel(SmallGemmArgs p) {
     }
   }
   __syncthreads();
-  // Element t's sum over the warps, in warp order, to smem[t]: each loop below gives element t to
-  // the same thread, so no barrier is needed between them.
-  for (int t = threadIdx.x; t < BM * BN; t += kThreads) {
-    float s = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) s += smem[w * BM * BN + t];
-    smem[t] = s;
-  }
-  if (gridDim.z > 1) {
-    // Split K: every CTA of the tile writes its sum to its slot of the workspace and counts itself
-    // on the tile's counter (the barrier, then thread 0's fence: the release is cumulative); the
-    // last to arrive adds the slots in z order (the same bits whichever CTA is last), runs the
-    // epilogue and leaves the counter zero for the next launch.
-    const int64_t tile = static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x;
-    float* slots = p.split_partial + tile * gridDim.z * (BM * BN);
-    for (int t = threadIdx.x; t < BM * BN; t += kThreads) __stcg(slots + blockIdx.z * (BM * BN) + t, smem[t]);
-    __shared__ bool last_split;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      __threadfence();
-      last_split = atomicAdd(&p.tile_counters[tile], 1u) == gridDim.z - 1;
-    }
-    __syncthreads();
-    if (!last_split) return;
-    __threadfence();
-    for (int t = threadIdx.x; t < BM * BN; t += kThreads) {
-      float s = 0.0f;
-      for (unsigned z = 0; z < gridDim.z; ++z) s += __ldcg(slots + z * (BM * BN) + t);
-      smem[t] = s;
-    }
-    if (threadIdx.x == 0) p.tile_counters[tile] = 0;
-  }
 
   const SmallGemmEpilogue e = p.epilogue;
   const bool relu = e == SmallGemmEpilogue::kReluBias || e == SmallGemmEpilogue::kReluAuxBias;
@@ -292,7 +255,9 @@ __global__ void __launch_bounds__(kThreads) SmallGemmKernel(SmallGemmArgs p) {
   // BM * BN is a multiple of 256, so every warp runs every iteration (the mask ballot needs all
   // 32 lanes) and its lanes cover 32 consecutive elements of one row (BN >= 32) or 16 of two.
   for (int t = threadIdx.x; t < BM * BN; t += kThreads) {
-    const float s = smem[t];
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) s += smem[w * BM * BN + t];
     const int mm = t / BN, nn = t % BN;
     const int64_t gm = m0 + mm, gn = n0 + nn;
     const bool in = gm < p.m && gn < p.n;
@@ -397,15 +362,11 @@ __global__ void BiasGradFinalizeKernel(const float* __restrict__ partial, int ti
 // (BM, BN, BK). BK = 16 with the scalar path's staging registers; ncu on the H200 found the
 // scalar path issue-bound (~5 cycles per instruction per warp, most of them per-element loads,
 // conversions and stores), which the vector path's 16-byte copies cut to a quarter.
-// ks > 1: K split over ks CTAs a tile (gridDim.z), added by the last of them to finish: at batch
-// 128 the 8 warps of a 16 x 32 tile copy 150 KB of whole K panels each (19 MB through L2 for the
-// 128 x 512 x 784 product), where 32 x 64 tiles with K in 4 parts copy 50 KB (6 MB).
 struct Tile {
-  int bm, bn, bk, ks;
+  int bm, bn, bk;
 };
-constexpr Tile kTiles[] = {{16, 32, 16, 1}, {16, 32, 32, 1}, {32, 32, 16, 1}, {16, 64, 16, 1},
-                           {32, 64, 16, 1}, {64, 32, 16, 1}, {64, 16, 16, 1}, {128, 16, 16, 1},
-                           {32, 64, 16, 4}, {64, 32, 16, 4}, {32, 32, 16, 4}, {32, 64, 16, 2}};
+constexpr Tile kTiles[] = {{16, 32, 16}, {16, 32, 32}, {32, 32, 16}, {16, 64, 16},
+                           {32, 64, 16}, {64, 32, 16}, {64, 16, 16}, {128, 16, 16}};
 constexpr int kTileCount = sizeof(kTiles) / sizeof(kTiles[0]);
 
 // The vector path needs A and B rows that start on 16 bytes.
@@ -425,9 +386,8 @@ cudaError_t Prepare() {
 }
 
 template <int BM, int BN, int BK, bool TA, bool TB>
-cudaError_t Launch(const SmallGemmArgs& p, cudaStream_t stream, bool programmatic, int ks) {
-  const dim3 grid(static_cast<unsigned>((p.n + BN - 1) / BN), static_cast<unsigned>((p.m + BM - 1) / BM),
-                  static_cast<unsigned>(ks));
+cudaError_t Launch(const SmallGemmArgs& p, cudaStream_t stream, bool programmatic) {
+  const dim3 grid(static_cast<unsigned>((p.n + BN - 1) / BN), static_cast<unsigned>((p.m + BM - 1) / BM));
   cudaError_t e = VectorPath(p) ? kernels::LaunchKernel(programmatic, SmallGemmKernel<BM, BN, BK, TA, TB, true>, grid,
                                                   dim3(kThreads), Smem<BM, BN, BK, TA, TB, true>::kBytes, stream, p)
                                 : kernels::LaunchKernel(programmatic, SmallGemmKernel<BM, BN, BK, TA, TB, false>, grid,
@@ -446,8 +406,8 @@ struct PrepareF {
 };
 template <int BM, int BN, int BK, bool TA, bool TB>
 struct LaunchF {
-  static cudaError_t Run(const SmallGemmArgs& p, cudaStream_t s, bool programmatic, int ks) {
-    return Launch<BM, BN, BK, TA, TB>(p, s, programmatic, ks);
+  static cudaError_t Run(const SmallGemmArgs& p, cudaStream_t s, bool programmatic) {
+    return Launch<BM, BN, BK, TA, TB>(p, s, programmatic);
   }
 };
 
@@ -469,10 +429,6 @@ cudaError_t ForTile(int tile, bool ta, bool tb, A&&... args) {
     case 5: return ForTrans<64, 32, 16, F>(ta, tb, args...);
     case 6: return ForTrans<64, 16, 16, F>(ta, tb, args...);
     case 7: return ForTrans<128, 16, 16, F>(ta, tb, args...);
-    case 8: return ForTrans<32, 64, 16, F>(ta, tb, args...);  // the split-K tiles: the same kernels
-    case 9: return ForTrans<64, 32, 16, F>(ta, tb, args...);
-    case 10: return ForTrans<32, 32, 16, F>(ta, tb, args...);
-    case 11: return ForTrans<32, 64, 16, F>(ta, tb, args...);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -487,8 +443,6 @@ void SmallGemmConfigShape(int config, int* bm, int* bn, int* bk) {
   *bk = kTiles[config].bk;
 }
 
-int SmallGemmSplitK(int config) { return kTiles[config].ks; }
-
 bool SmallGemmConfigFits(int config, const SmallGemmArgs& p) {
   if (config < 0 || config >= kTileCount || p.m <= 0 || p.n <= 0 || p.k <= 0) return false;
   // Offsets within a tile and the K loop count in int.
@@ -496,40 +450,17 @@ bool SmallGemmConfigFits(int config, const SmallGemmArgs& p) {
   const Tile t = kTiles[config];
   if (p.epilogue == SmallGemmEpilogue::kDReluBgrad && p.m > t.bm && p.bias_grad_partial == nullptr) return false;
   if (p.epilogue == SmallGemmEpilogue::kBgradA && p.k > 256 * (kThreads / t.bm)) return false;  // lanes' loads
-  if (t.ks > 1) {
-    // Split K: its workspace slots and counters, for the epilogues that need no sums over tiles,
-    // and enough K for every CTA to have a chunk.
-    if (p.split_partial == nullptr || p.tile_counters == nullptr) return false;
-    if (p.epilogue == SmallGemmEpilogue::kDReluBgrad || p.epilogue == SmallGemmEpilogue::kBgradA) return false;
-    if ((p.k + t.bk - 1) / t.bk < 2 * t.ks) return false;
-  }
   return (p.m + t.bm - 1) / t.bm <= 65535;
 }
 
-namespace {
-// D's tiles under `config`.
-int64_t TileCount(int config, const SmallGemmArgs& p) {
-  const Tile t = kTiles[config];
-  return (p.m + t.bm - 1) / t.bm * ((p.n + t.bn - 1) / t.bn);
-}
-bool SplitsK(int config, const SmallGemmArgs& p) {
-  return kTiles[config].ks > 1 && p.epilogue != SmallGemmEpilogue::kDReluBgrad &&
-         p.epilogue != SmallGemmEpilogue::kBgradA;
-}
-}  // namespace
-
 int64_t SmallGemmWorkspaceBytes(int config, const SmallGemmArgs& p) {
-  if (config < 0 || config >= kTileCount) return 0;
-  const Tile t = kTiles[config];
-  if (SplitsK(config, p)) return TileCount(config, p) * t.ks * t.bm * t.bn * static_cast<int64_t>(sizeof(float));
-  if (p.epilogue != SmallGemmEpilogue::kDReluBgrad) return 0;
-  const int64_t tiles = (p.m + t.bm - 1) / t.bm;
+  if (config < 0 || config >= kTileCount || p.epilogue != SmallGemmEpilogue::kDReluBgrad) return 0;
+  const int64_t tiles = (p.m + kTiles[config].bm - 1) / kTiles[config].bm;
   return tiles > 1 ? tiles * p.n * static_cast<int64_t>(sizeof(float)) : 0;
 }
 
 int64_t SmallGemmCounterBytes(int config, const SmallGemmArgs& p) {
   if (SmallGemmWorkspaceBytes(config, p) == 0) return 0;
-  if (SplitsK(config, p)) return TileCount(config, p) * static_cast<int64_t>(sizeof(unsigned));
   return (p.n + kTiles[config].bn - 1) / kTiles[config].bn * static_cast<int64_t>(sizeof(unsigned));
 }
 
@@ -539,7 +470,7 @@ cudaError_t PrepareSmallGemm(int config, bool trans_a, bool trans_b) {
 
 cudaError_t LaunchSmallGemm(int config, const SmallGemmArgs& args, cudaStream_t stream, bool programmatic) {
   if (!SmallGemmConfigFits(config, args)) return cudaErrorInvalidValue;
-  return ForTile<LaunchF>(config, args.trans_a, args.trans_b, args, stream, programmatic, kTiles[config].ks);
+  return ForTile<LaunchF>(config, args.trans_a, args.trans_b, args, stream, programmatic);
 }
 
 }  // namespace ottr::cuda::kernels

@@ -9,9 +9,7 @@
 // the next chunk's loads in flight while the current one is multiplied with TF32 m16n16k8
 // tensor-core MMAs through nvcuda::wmma; operands rounded to TF32 as they are staged in shared
 // memory), and the 8 partial tiles are added in shared memory in warp order before the epilogue.
-// No second kernel; the split-K configurations (SmallGemmSplitK) give each tile's K to several
-// CTAs, the last of which adds their partial tiles (a workspace slot each) in order and runs the
-// epilogue. LtGemm (lt_gemm.h) times the tiles that fit beside cuBLASLt's
+// No workspace, no second kernel. LtGemm (lt_gemm.h) times the tiles that fit beside cuBLASLt's
 // candidates and keeps whichever is fastest for the shape.
 //
 // Layouts and epilogues are ottr::FusedGemm's (ir/fused_gemm.h): row-major D[M, N] = alpha ·
@@ -60,11 +58,8 @@ struct SmallGemmArgs {
   // kDReluBgrad with BM < M: one row of column sums per row tile (SmallGemmWorkspaceBytes), added
   // into bias_grad by the last tile of each column strip (with tile_counters) or a second kernel.
   float* bias_grad_partial = nullptr;
-  // SmallGemmCounterBytes of zeros (kDReluBgrad: one per column strip; split K: one per tile),
-  // left zero by the launch; or null.
+  // SmallGemmCounterBytes of zeros (one per column strip), left zero by the launch; or null.
   unsigned* tile_counters = nullptr;
-  // Split K (SmallGemmSplitK > 1): the CTAs' partial tiles, SmallGemmWorkspaceBytes.
-  float* split_partial = nullptr;
   // No earlier launch of the step writes A / B (LaunchArgs::ready_inputs): a programmatic launch
   // copies their first chunks before it waits for the kernel before it (kernels/pdl.cuh).
   bool a_ready = false, b_ready = false;
@@ -74,11 +69,8 @@ struct SmallGemmArgs {
 // times those that fit.
 int SmallGemmConfigCount();
 void SmallGemmConfigShape(int config, int* bm, int* bn, int* bk);
-// The CTAs K is split over in `config` (1: one CTA a tile). Split configurations need their
-// workspace and counters, and run every epilogue but kDReluBgrad and kBgradA.
-int SmallGemmSplitK(int config);
-// Whether `config` can run `args`: kDReluBgrad with BM < M needs bias_grad_partial, split K its
-// slots and counters; the grid's rows are within limits.
+// Whether `config` can run `args`: kDReluBgrad with BM < M needs bias_grad_partial; the grid's
+// rows are within limits.
 bool SmallGemmConfigFits(int config, const SmallGemmArgs& args);
 // Raises the configuration's dynamic shared memory limit (call once before capturing a launch).
 // Workspace `config` needs for `args` (the partial bias gradients), bytes.

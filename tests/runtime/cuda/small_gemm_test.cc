@@ -74,7 +74,6 @@ void ExpectConfigMatches(CudaLibraries& libs, const GemmCase& gc, int config, ui
   c.ldc = gc.n + pad;
   c.alpha = 0.75f;
   c.epilogue = gc.epilogue;
-  c.counters = true;  // as the executor runs it (split-K configurations need them)
   const bool relu_fwd = gc.epilogue == GemmEpilogue::kReluBias || gc.epilogue == GemmEpilogue::kReluAuxBias;
   const bool bias_in = relu_fwd || gc.epilogue == GemmEpilogue::kBias;
   const bool mask_out = gc.epilogue == GemmEpilogue::kReluAuxBias;
@@ -116,14 +115,7 @@ void ExpectConfigMatches(CudaLibraries& libs, const GemmCase& gc, int config, ui
   void* workspace = nullptr;  // cuBLASLt's, when kAuto chose it
   ASSERT_EQ(cudaMalloc(&workspace, std::max<int64_t>((*gemm)->workspace_bytes(), 256)), cudaSuccess);
   const void* bias_arg = bias_in ? static_cast<const void*>(dbias) : (bgrad || bgrad_a) ? dgrad : nullptr;
-  // Counters as the executor gives them: zero, the product's own. DRELU_BGRAD runs first without
-  // them (its second kernel adds the partial bias gradients), and with them below.
-  const int64_t counter_bytes = (*gemm)->counter_bytes();
-  void* counters = counter_bytes > 0 ? DeviceCopy(std::vector<uint8_t>(counter_bytes, 0)) : nullptr;
-  void* first_counters = bgrad ? nullptr : counters;
-  ASSERT_TRUE(
-      (*gemm)->Run(da, db, dd, bias_arg, (mask_out || mask_in) ? dmask : nullptr, workspace, nullptr, first_counters)
-          .ok());
+  ASSERT_TRUE((*gemm)->Run(da, db, dd, bias_arg, (mask_out || mask_in) ? dmask : nullptr, workspace, nullptr).ok());
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<float> d = HostCopy(dd, gc.m * c.ldc);
   const std::vector<uint8_t> got_mask = HostCopy(dmask, mask.size());
@@ -187,36 +179,29 @@ void ExpectConfigMatches(CudaLibraries& libs, const GemmCase& gc, int config, ui
       EXPECT_LE(std::abs(grad[i] - s), 2.0 * gc.k * kU * mag) << "bias gradient " << i;
     }
   }
-  // With counters, the last row tile of each column strip adds the partial bias gradients in the
-  // same launch (the same bits as the second kernel), and the last CTA of a split-K tile adds the
-  // CTAs' partial tiles: the same bits whichever CTA is last, run after run (D poisoned again
-  // before each), and the counters left zero for the next run.
-  if ((*gemm)->ottr_config() >= 0 && counter_bytes > 0) {
+  // With counters (as the executor gives them: zero, its own), the last row tile of each column
+  // strip adds the partial bias gradients in the same launch: the same bits as the second kernel,
+  // whichever tile is last, run after run, and the counters left zero for the next run.
+  const int64_t counter_bytes = (*gemm)->counter_bytes();
+  if (bgrad && (*gemm)->ottr_config() >= 0 && counter_bytes > 0) {
+    void* counters = DeviceCopy(std::vector<uint8_t>(counter_bytes, 0));
     for (int run = 0; run < 3; ++run) {
       SCOPED_TRACE(absl::StrCat("with counters, run ", run));
-      if (bgrad) {
-        ASSERT_EQ(cudaMemcpy(dgrad, std::vector<float>(gc.n, std::nanf("")).data(), gc.n * sizeof(float),
-                             cudaMemcpyHostToDevice), cudaSuccess);
-      }
-      ASSERT_EQ(cudaMemcpy(dd, std::vector<float>(gc.m * c.ldc, std::nanf("")).data(), gc.m * c.ldc * sizeof(float),
+      ASSERT_EQ(cudaMemcpy(dgrad, std::vector<float>(gc.n, std::nanf("")).data(), gc.n * sizeof(float),
                            cudaMemcpyHostToDevice), cudaSuccess);
-      ASSERT_TRUE((*gemm)->Run(da, db, dd, bias_arg, (mask_out || mask_in) ? dmask : nullptr, workspace, nullptr,
-                               counters).ok());
+      ASSERT_TRUE((*gemm)->Run(da, db, dd, dgrad, dmask, workspace, nullptr, counters).ok());
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      if (bgrad) {
-        const std::vector<float> again = HostCopy(dgrad, gc.n);
-        EXPECT_EQ(std::memcmp(again.data(), grad.data(), gc.n * sizeof(float)), 0) << "bias gradient differs";
-      }
-      const std::vector<float> d_again = HostCopy(dd, gc.m * c.ldc);
-      EXPECT_EQ(std::memcmp(d_again.data(), d.data(), d.size() * sizeof(float)), 0) << "D differs";
+      const std::vector<float> again = HostCopy(dgrad, gc.n);
+      EXPECT_EQ(std::memcmp(again.data(), grad.data(), gc.n * sizeof(float)), 0) << "bias gradient differs";
       for (uint8_t x : HostCopy(static_cast<uint8_t*>(counters), counter_bytes)) ASSERT_EQ(x, 0) << "counter left set";
     }
+    cudaFree(counters);
   } else if (bgrad && (*gemm)->ottr_config() >= 0) {
     int bm = 0, bn = 0, bk = 0;
     kernels::SmallGemmConfigShape((*gemm)->ottr_config(), &bm, &bn, &bk);
     EXPECT_GE(bm, gc.m) << "a tile shorter than M needs counters";
   }
-  for (void* p : std::initializer_list<void*>{da, db, dbias, dd, dmask, dgrad, workspace, counters}) cudaFree(p);
+  for (void* p : std::initializer_list<void*>{da, db, dbias, dd, dmask, dgrad, workspace}) cudaFree(p);
 }
 
 bool Fits(int config, const GemmCase& gc) {
@@ -229,13 +214,8 @@ bool Fits(int config, const GemmCase& gc) {
   p.epilogue = gc.epilogue == GemmEpilogue::kDReluBgrad ? kernels::SmallGemmEpilogue::kDReluBgrad
                : gc.epilogue == GemmEpilogue::kBgradB   ? kernels::SmallGemmEpilogue::kBgradA
                                                         : kernels::SmallGemmEpilogue::kNone;
-  // LtGemm hands every configuration its workspace (partial bias gradients, split K's partial
-  // tiles) and, where the caller gives them, its counters.
-  static float workspace;
-  static unsigned counters;
+  static float workspace;  // LtGemm hands every configuration its workspace (partial bias gradients)
   p.bias_grad_partial = &workspace;
-  p.split_partial = &workspace;
-  p.tile_counters = &counters;
   return kernels::SmallGemmConfigFits(config, p);
 }
 
@@ -254,9 +234,7 @@ TEST(SmallGemmTest, EveryTileMatchesTheTf32Reference) {
       {100, 20, 70, false, true, E::kReluBias},      {61, 300, 33, true, false, E::kReluAuxBias},
       {90, 45, 17, false, false, E::kDReluBgrad},    {5, 130, 200, true, true, E::kDRelu},
       {33, 17, 1, false, false, E::kDefault},       {12, 512, 128, true, false, E::kBgradB},
-      {10, 300, 77, false, true, E::kBgradB},        {70, 40, 1000, true, true, E::kBgradB},
-      // 9 chunks of 16 over 4 CTAs: 3, 3, 3 and none (a split-K CTA with an empty share of K).
-      {40, 70, 144, false, false, E::kReluAuxBias}};
+      {10, 300, 77, false, true, E::kBgradB},        {70, 40, 1000, true, true, E::kBgradB}};
   uint32_t seed = 1;
   for (const GemmCase& gc : cases) {
     int ran = 0;
