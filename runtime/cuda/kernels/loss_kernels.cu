@@ -954,15 +954,6 @@ __global__ void __launch_bounds__(kLinWarps * 32) LinearSceRowKernel(LinearSceAr
   const int64_t row = blockIdx.x;
   WaitForPriorGrids();  // x, the mask and the labels are earlier launches' outputs
   LetDependentsLaunch();
-  // Warp 0's softmax inputs (lane l: class l >> 1), requested before the other loads rather than
-  // after the barrier.
-  const int cls = lane >> 1;
-  double dloss = 0.0;
-  float bias_cls = 0.0f;
-  if (warp == 0) {
-    dloss = LoadAny(a.dloss, a.dloss_dtype, 0);
-    if (a.bias != nullptr && cls < c) bias_cls = __ldg(a.bias + cls);
-  }
   float4 xv[kChunks], wv[kChunks][kMaxC];
   unsigned bits[kChunks];
 #pragma unroll
@@ -1010,15 +1001,16 @@ __global__ void __launch_bounds__(kLinWarps * 32) LinearSceRowKernel(LinearSceAr
     unsigned count = 0;
 #pragma unroll
     for (int w = 0; w < kLinWarps; ++w) count += counts[w];
-    const double scale = dloss / static_cast<double>(count);
+    const double scale = LoadAny(a.dloss, a.dloss_dtype, 0) / static_cast<double>(count);
     const double eps = a.label_smoothing;
+    const int cls = lane >> 1;
     const bool own = cls < c, first = (lane & 1) == 0;
     float zj = 0.0f;
     if (own) {
       zj = zs[0][cls];
 #pragma unroll
       for (int w = 1; w < kLinWarps; ++w) zj += zs[w][cls];
-      if (a.bias != nullptr) zj += bias_cls;
+      if (a.bias != nullptr) zj += __ldg(a.bias + cls);
     }
     const WarpSceRow t(zj, own, first, cls, 1, y, c, a.ignore_index, eps, scale);
     const float dl = t.dl;
